@@ -1,0 +1,81 @@
+"""Curate-stage speed: ours against datatrove's FineWeb reference pipeline, same input, one run.
+
+Input: the ``html_extraction_*`` pages wrapped into a WARC plus the real ``warc_samples`` files
+(the parity corpus). Each repetition runs, one after another on one core each: datatrove's
+examples/fineweb.py steps, our curate stage, and our curate stage without the language pre-check
+(to show what the pre-check changes). Prints documents per second per core, medians over the
+repetitions, the ratios, and the keep/drop agreement of each run with the reference.
+
+    python bench/curate.py [--repeats 3] [--timeout 10] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# bench/ holds tokenize.py, which would shadow the stdlib module: run from the repo root instead.
+sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import tempfile  # noqa: E402
+from statistics import median  # noqa: E402
+
+from pipelines.compare import curate_decisions, disagreements, reference_decisions  # noqa: E402
+from pipelines.recipe import load_recipe  # noqa: E402
+from tests import shared_data  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=10.0, help="per-page extraction limit, both sides")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    if not shared_data.available():
+        sys.exit(f"shared data not found at {shared_data.shared_data_dir()}")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    recipe = load_recipe()
+    no_precheck = dataclasses.replace(
+        recipe,
+        extraction=dataclasses.replace(
+            recipe.extraction, precheck=dataclasses.replace(recipe.extraction.precheck, enabled=False)
+        ),
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        pages = Path(tmp) / "pages.warc.gz"
+        shared_data.write_extraction_warc(pages)
+        files = [pages, *shared_data.warc_sample_files()]
+        runs: dict[str, list[float]] = {"datatrove": [], "ours": [], "ours, no pre-check": []}
+        agreement: dict[str, list[float]] = {"ours": [], "ours, no pre-check": []}
+        for rep in range(args.repeats):
+            ref = reference_decisions(files, args.timeout)
+            mine = curate_decisions(files, recipe, args.timeout)
+            plain = curate_decisions(files, no_precheck, args.timeout)
+            docs = len(ref.seen | mine.seen)
+            for name, result in (("datatrove", ref), ("ours", mine), ("ours, no pre-check", plain)):
+                runs[name].append(docs / result.seconds)
+                if name != "datatrove":
+                    agreement[name].append(1 - len(disagreements(result, ref)) / docs)
+            print(
+                f"repeat {rep + 1}: {docs} docs; docs/s datatrove {runs['datatrove'][-1]:.1f}, "
+                f"ours {runs['ours'][-1]:.1f}, ours no pre-check {runs['ours, no pre-check'][-1]:.1f}",
+                flush=True,
+            )
+    base = median(runs["datatrove"])
+    summary = {}
+    print(f"\n{'pipeline':22} {'docs/s/core (median)':>22} {'ratio':>7} {'agreement':>10}")
+    for name, values in runs.items():
+        ratio = median(values) / base
+        agree = min(agreement[name]) if name in agreement else 1.0
+        summary[name] = {"docs_per_s": values, "median": median(values), "ratio": ratio, "agreement": agree}
+        print(f"{name:22} {median(values):>22.1f} {ratio:>6.2f}x {agree:>10.4f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

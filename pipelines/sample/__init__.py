@@ -1,0 +1,17 @@
+"""The bundled sample crawl: a small synthetic WARC shipped with the package for offline runs and tests.
+
+``sample.warc.gz`` is written by :mod:`pipelines.sample.make_sample` from original text in
+:mod:`pipelines.sample.texts`; each capture's ``metadata`` record labels what kind of page it is
+(``sample-kind``), so tests can check what the pipeline kept and dropped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SAMPLE_WARC: Path = Path(__file__).with_name("sample.warc.gz")
+
+
+def sample_paths() -> list[str]:
+    """WARC paths of the ``sample`` source, in the same form a crawl id or glob resolves to."""
+    return [str(SAMPLE_WARC)]

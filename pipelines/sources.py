@@ -1,0 +1,138 @@
+"""Resolve a SOURCE argument into WARC files: a crawl id, paths/globs/dirs/listings, or ``sample``.
+
+Everything is checked here, before any work starts: a missing file or an unreadable listing is one
+``SourceError`` line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+from dataclasses import dataclass
+from glob import glob, has_magic
+from pathlib import Path
+
+DEFAULT_CC_BASE = "https://data.commoncrawl.org"
+CRAWL_ID = re.compile(r"^(?:cc-|cc-main-)(\d{4})-(\d{2})$", re.I)
+DUMP_IN_PATH = re.compile(r"CC-MAIN-\d{4}-\d{2}")
+WARC_SUFFIXES = (".warc", ".warc.gz", ".arc.gz", ".warc.zst")
+LISTING_SUFFIXES = (".txt", ".paths", ".paths.gz", ".lst")
+
+
+class SourceError(ValueError):
+    """A source that cannot be read; the message is one line."""
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """``base`` (a directory or URL prefix) + ``paths`` relative to it, and the dump they belong to."""
+
+    dump: str
+    base: str
+    paths: tuple[str, ...]
+    description: str
+
+
+def normalize_crawl_id(text: str) -> str | None:
+    """``cc-2024-10`` / ``CC-MAIN-2024-10`` -> ``CC-MAIN-2024-10``; anything else -> None."""
+    match = CRAWL_ID.match(text.strip())
+    return f"CC-MAIN-{match.group(1)}-{match.group(2)}" if match else None
+
+
+def _read_listing(location: str) -> list[str]:
+    from fsspec import open as fs_open
+
+    compression = "gzip" if location.endswith(".gz") else None
+    try:
+        with fs_open(location, "rt", compression=compression) as f:
+            return [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    except FileNotFoundError:
+        raise SourceError(f"listing not found: {location}") from None
+    except (OSError, gzip.BadGzipFile, UnicodeDecodeError) as err:
+        raise SourceError(f"cannot read listing {location}: {err}") from None
+
+
+def resolve_crawl(crawl: str, cc_base: str = DEFAULT_CC_BASE) -> ResolvedSource:
+    """A crawl's ``warc.paths.gz`` under ``cc_base`` (Common Crawl's bucket or a mirror with its layout)."""
+    base = cc_base.rstrip("/")
+    listing = f"{base}/crawl-data/{crawl}/warc.paths.gz"
+    paths = _read_listing(listing)
+    if not paths:
+        raise SourceError(f"{listing} lists no WARC files")
+    return ResolvedSource(crawl, base, tuple(paths), f"{crawl} ({len(paths)} WARC files listed in {listing})")
+
+
+def _expand_local(item: str) -> list[str]:
+    if has_magic(item):
+        found = sorted(p for p in glob(item, recursive=True) if os.path.isfile(p))
+        if not found:
+            raise SourceError(f"no files match {item}")
+        return found
+    path = Path(item)
+    if path.is_dir():
+        found = sorted(str(p) for p in path.rglob("*") if p.is_file() and p.name.endswith(WARC_SUFFIXES))
+        if not found:
+            raise SourceError(f"no WARC files (*.warc, *.warc.gz) under {item}")
+        return found
+    if not path.exists():
+        raise SourceError(f"input not found: {item}")
+    if path.name.endswith(LISTING_SUFFIXES):
+        listed = _read_listing(str(path))
+        base = path.parent
+        out = []
+        for entry in listed:
+            candidate = entry if os.path.isabs(entry) or "://" in entry else str(base / entry)
+            out.extend(_expand_local(candidate) if "://" not in candidate else [candidate])
+        return out
+    return [str(path)]
+
+
+def resolve_paths(items: list[str], dump: str | None = None) -> ResolvedSource:
+    """Local WARC files, globs, directories or listing files (URLs in listings are kept as URLs)."""
+    files: list[str] = []
+    for item in items:
+        files.extend([item] if "://" in item else _expand_local(item))
+    remote = [f for f in files if "://" in f]
+    if remote and len(remote) != len(files):
+        raise SourceError("mixing local files and URLs in one run is not supported; run them separately")
+    if remote:
+        base = os.path.dirname(os.path.commonprefix(remote)).rstrip("/")
+    else:
+        files = [os.path.abspath(f) for f in files]
+        base = os.path.commonpath([os.path.dirname(f) for f in files])
+    rel = tuple(f[len(base) :].lstrip("/") for f in files)
+    if not dump:
+        dumps = {m.group(0) for f in files for m in [DUMP_IN_PATH.search(f)] if m}
+        dump = dumps.pop() if len(dumps) == 1 else "local"
+    return ResolvedSource(dump, base, rel, f"{len(rel)} WARC file(s) under {base}")
+
+
+def resolve_source(
+    sources: list[str],
+    cc_base: str = DEFAULT_CC_BASE,
+    dump: str | None = None,
+    limit_warcs: int | None = None,
+) -> ResolvedSource:
+    """Dispatch on the SOURCE arguments and apply ``--limit-warcs``."""
+    if not sources:
+        raise SourceError("no SOURCE given (a crawl id like cc-2024-10, WARC paths, or 'sample')")
+    if len(sources) == 1 and sources[0] == "sample":
+        from pipelines.sample import SAMPLE_WARC
+
+        if not SAMPLE_WARC.is_file():
+            raise SourceError(f"bundled sample missing: {SAMPLE_WARC}")
+        resolved = ResolvedSource(
+            dump or "sample", str(SAMPLE_WARC.parent), (SAMPLE_WARC.name,), "bundled sample"
+        )
+    elif len(sources) == 1 and (crawl := normalize_crawl_id(sources[0])):
+        resolved = resolve_crawl(crawl, cc_base)
+    else:
+        resolved = resolve_paths(sources, dump)
+    if limit_warcs is not None:
+        if limit_warcs < 1:
+            raise SourceError("--limit-warcs must be >= 1")
+        resolved = ResolvedSource(
+            resolved.dump, resolved.base, resolved.paths[:limit_warcs], resolved.description
+        )
+    return resolved

@@ -1,0 +1,74 @@
+"""Merge the per-task stats of every stage into one readable ``stats.json``.
+
+datatrove's executor writes a merged file only for the tasks it ran in *this* invocation, so after a
+resume it would undercount; here every ``stats/<stage>/NNNNN.json`` on disk is summed instead.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from datatrove.utils.stats import PipelineStats
+
+from pipelines.atomic import atomic_write_text
+
+METRICS = ("doc_len", "doc_len_tokens", "documents")  # distributions, not counts
+
+
+def _total(value: Any) -> float:
+    if isinstance(value, dict):
+        return value.get("total", 0)
+    return value or 0
+
+
+def merge_stage(stage_dir: Path) -> PipelineStats | None:
+    """Sum all task stats files of one stage (None when the stage has none yet)."""
+    files = sorted(stage_dir.glob("*.json"))
+    merged: PipelineStats | None = None
+    for file in files:
+        stats = PipelineStats.from_json(json.loads(file.read_text()))
+        merged = stats if merged is None else merged + stats
+    return merged
+
+
+def summarize_step(step: dict) -> dict:
+    """``{name, in, kept, dropped, dropped_by_reason, counters, time_s}`` from a datatrove step dict."""
+    counters = {k: _total(v) for k, v in step["stats"].items() if k not in METRICS}
+    reasons = {k[len("dropped_") :]: v for k, v in counters.items() if k.startswith("dropped_")}
+    summary = {
+        "name": step["name"],
+        "in": counters.get("total"),
+        "kept": counters.get("forwarded"),
+        "dropped": counters.get("dropped"),
+        "dropped_by_reason": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+        "counters": {
+            k: v
+            for k, v in counters.items()
+            if k not in ("total", "forwarded", "dropped") and not k.startswith("dropped_")
+        },
+        "time_s": round(step["time_stats"].get("total", 0.0), 3)
+        if isinstance(step["time_stats"], dict)
+        else 0.0,
+    }
+    return summary
+
+
+def merge_run_stats(root: Path, stages: list[str], tasks: dict[str, int] | None = None) -> dict:
+    """Write ``root/stats.json`` (all stages, all tasks on disk) and return it."""
+    out: dict[str, Any] = {"stages": {}}
+    for stage in stages:
+        merged = merge_stage(root / "stats" / stage)
+        done = (
+            len(list((root / "completions" / stage).glob("*")))
+            if (root / "completions" / stage).exists()
+            else 0
+        )
+        entry: dict[str, Any] = {"tasks_completed": done}
+        if tasks and stage in tasks:
+            entry["tasks_total"] = tasks[stage]
+        entry["steps"] = [summarize_step(s.to_dict()) for s in merged.stats] if merged else []
+        out["stages"][stage] = entry
+    atomic_write_text(root / "stats.json", json.dumps(out, indent=2))
+    return out
