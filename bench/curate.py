@@ -51,12 +51,18 @@ def main() -> None:
         files = [pages, *shared_data.warc_sample_files()]
         runs: dict[str, list[float]] = {"datatrove": [], "ours": [], "ours, no pre-check": []}
         agreement: dict[str, list[float]] = {"ours": [], "ours, no pre-check": []}
+        jobs = {
+            "datatrove": lambda: reference_decisions(files, args.timeout),
+            "ours": lambda: curate_decisions(files, recipe, args.timeout),
+            "ours, no pre-check": lambda: curate_decisions(files, no_precheck, args.timeout),
+        }
+        order = list(jobs)
         for rep in range(args.repeats):
-            ref = reference_decisions(files, args.timeout)
-            mine = curate_decisions(files, recipe, args.timeout)
-            plain = curate_decisions(files, no_precheck, args.timeout)
-            docs = len(ref.seen | mine.seen)
-            for name, result in (("datatrove", ref), ("ours", mine), ("ours, no pre-check", plain)):
+            # rotate the order so that a slow period of a noisy machine does not always hit one pipeline
+            results = {name: jobs[name]() for name in order[rep % 3 :] + order[: rep % 3]}
+            ref = results["datatrove"]
+            docs = len(ref.seen | results["ours"].seen)
+            for name, result in results.items():
                 runs[name].append(docs / result.seconds)
                 if name != "datatrove":
                     agreement[name].append(1 - len(disagreements(result, ref)) / docs)

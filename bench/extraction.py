@@ -3,8 +3,10 @@ trafilatura on the same pages.
 
 Scores per page, averaged per set: word-level F1 (lower-cased ``\\w+`` tokens, multiset overlap, as WCXB
 scores), and the hit rates of the ``with`` snippets (must appear) and ``without`` snippets (must not).
-"ours" is what the curate stage keeps as text: the page bytes decoded by our WARC reader
-(UTF-8, then cchardet) and extracted with the recipe's settings.
+"ours (recipe)" is what the curate stage keeps as text: the page bytes decoded by our WARC reader
+(UTF-8, then cchardet) and extracted with the recipe's settings (FineWeb's: favour_precision,
+deduplicate). "ours, recall mode" is the same path with ``favour_precision: false`` and
+``deduplicate: false`` in the recipe's ``extraction`` section.
 
     python bench/extraction.py [--sets html_extraction_aeb ...] [--json out.json]
 """
@@ -95,6 +97,7 @@ def main() -> None:
         "ours (recipe)": lambda row: trafilatura_extract(
             decode_payload(row["html"]) or "", recipe.favour_precision, recipe.deduplicate
         ),
+        "ours, recall mode": lambda row: trafilatura_extract(decode_payload(row["html"]) or "", False, False),
     }
     results: dict[str, dict] = {}
     print(f"{'set':30} {'mode':20} {'pages':>6} {'word F1':>8} {'with':>6} {'without':>8}")

@@ -129,6 +129,19 @@ def _short(name: str) -> str:
     return "".join(ch for ch in tail if ch.isascii()).strip() or tail
 
 
+def run_dedup(args: argparse.Namespace, layout: RunLayout) -> dict[str, int]:
+    """MinHash-LSH over this dump's curated documents (FineWeb: per dump), stage after stage."""
+    from dedup.config import DedupConfig
+    from dedup.pipeline import build_dedup_stages
+
+    workers = args.workers or os.cpu_count() or 1
+    tasks: dict[str, int] = {}
+    for name, steps, n_tasks in build_dedup_stages(str(layout.curated), str(layout.root), DedupConfig()):
+        make_executor(args.executor, steps, n_tasks, workers, layout.stage_folder(name)).run()
+        tasks[name] = n_tasks
+    return tasks
+
+
 def print_summary(layout: RunLayout, stats: dict) -> None:
     steps = stats["stages"].get("curate", {}).get("steps", [])
     print(f"\nrun directory: {layout.root}")
@@ -141,7 +154,8 @@ def print_summary(layout: RunLayout, stats: dict) -> None:
                 + ", ".join(f"{k}={v}" for k, v in skipped.items())
             )
     print(f"{'step':28} {'in':>8} {'kept':>8} {'dropped':>8}  top reasons")
-    for step in steps:
+    later = [s for name, st in stats["stages"].items() if name != "curate" for s in st.get("steps", [])]
+    for step in steps + later:
         if step["in"] is None or step["kept"] is None:
             continue
         reasons = ", ".join(f"{k}={v}" for k, v in list(step["dropped_by_reason"].items())[:3])
@@ -175,8 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     from pipelines.stats import merge_run_stats
 
     tasks = {"curate": run_curate(args, recipe, source, layout)}
-    stages = ["curate"]
-    stats = merge_run_stats(layout.root, stages, tasks)
+    if recipe.dedup.enabled and not args.no_dedup:
+        tasks.update(run_dedup(args, layout))
+    stats = merge_run_stats(layout.root, list(tasks), tasks)
     print_summary(layout, stats)
     return 0
 

@@ -19,9 +19,7 @@ def run_cli(*args: str, timeout: float = 900, check: bool = True) -> subprocess.
         [sys.executable, "-m", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
     )
     if check and proc.returncode != 0:
-        raise AssertionError(
-            f"{args} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-        )
+        raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
     return proc
 
 

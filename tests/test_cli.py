@@ -30,8 +30,7 @@ ARTICLE = (
     + "<p>Local schools near {t} have asked for a room for classes, and the council has said it will consider "
     "the request at its next meeting, which is planned for the first week of the month.</p>"
     + "<p>The budget for {t} was set last year. It has not changed, the treasurer said, "
-    "although the price of steel has gone up and some of the work may have to wait.</p>"
-    + "</article></body></html>"
+    "although the price of steel has gone up and some of the work may have to wait.</p>" + "</article></body></html>"
 )
 
 
@@ -49,9 +48,7 @@ def _sample_kinds() -> dict[str, str]:
         for record in iter_warc_records(f):
             if record.rec_type == "metadata":
                 fields = dict(
-                    line.split(": ", 1)
-                    for line in record.content_stream().read().decode().splitlines()
-                    if ": " in line
+                    line.split(": ", 1) for line in record.content_stream().read().decode().splitlines() if ": " in line
                 )
                 kinds[record.rec_headers.get("WARC-Target-URI")] = fields.get("sample-kind", "")
     return kinds
@@ -146,8 +143,7 @@ def _write_mirror(base: Path, crawl: str, n_files: int) -> None:
     rel = [f"crawl-data/{crawl}/segments/1700000000.{i}/warc/part-{i:05d}.warc.gz" for i in range(n_files)]
     for i, path in enumerate(rel):
         pages = [
-            Page(f"https://site{i}.example/story-{j}", ARTICLE.format(t=f"Story {i}-{j}").encode())
-            for j in range(12)
+            Page(f"https://site{i}.example/story-{j}", ARTICLE.format(t=f"Story {i}-{j}").encode()) for j in range(12)
         ]
         write_pages(pages, base / path)
     listing = base / "crawl-data" / crawl / "warc.paths.gz"

@@ -35,9 +35,7 @@ def records() -> tuple[Rec, ...]:
     with open(SAMPLE_WARC, "rb") as f:
         for rec in ArchiveIterator(f):
             http = dict(rec.http_headers.headers) if rec.http_headers else {}
-            status = (
-                rec.http_headers.get_statuscode() if rec.http_headers and rec.rec_type != "request" else None
-            )
+            status = rec.http_headers.get_statuscode() if rec.http_headers and rec.rec_type != "request" else None
             out.append(
                 Rec(
                     rec.rec_type,

@@ -20,16 +20,12 @@ from tests import shared_data
 ARTICLE = (
     "<html><head><title>{t}</title></head><body><nav><a href='/'>Home</a></nav><article><h1>{t}</h1>"
     + "<p>The committee met on Tuesday to discuss the plans for the new library, and the members agreed "
-    "that the building should open to the public before the end of the year. {t}</p>"
-    * 4
-    + "</article></body></html>"
+    "that the building should open to the public before the end of the year. {t}</p>" * 4 + "</article></body></html>"
 )
 
 
 def _pages(n: int) -> list[Page]:
-    return [
-        Page(f"https://news.example.org/story-{i}", ARTICLE.format(t=f"Story {i}").encode()) for i in range(n)
-    ]
+    return [Page(f"https://news.example.org/story-{i}", ARTICLE.format(t=f"Story {i}").encode()) for i in range(n)]
 
 
 def _read(path: Path) -> tuple[list, Counter]:
@@ -133,11 +129,7 @@ def test_charsets_records_and_sizes_are_counted(tmp_path: Path) -> None:
     assert "schöne Grüße" in texts["https://a.example/de"]
     assert counts["skipped_empty"] == 1
     assert counts["skipped_non_html"] == 1
-    assert (
-        counts["skipped_resource"] == 1
-        and counts["skipped_metadata"] == 1
-        and counts["skipped_warcinfo"] == 1
-    )
+    assert counts["skipped_resource"] == 1 and counts["skipped_metadata"] == 1 and counts["skipped_warcinfo"] == 1
     assert counts["truncated_record"] == 1
     assert set(texts) == {"https://a.example/ru", "https://a.example/de", "https://a.example/cut"}
 

@@ -1,0 +1,137 @@
+"""Stage 2: per band, sort every task's keys on disk and write the candidate pairs.
+
+One task per band. The band's signature files are checked as a set (same config, same task
+count, no rank missing, no stale extra file) before anything is read; keys are sorted with the
+external sorter (bounded memory, runs on disk) and equal keys become star edges.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+
+import xxhash
+from datatrove.data import DocumentsPipeline
+from datatrove.io import DataFolder, DataFolderLike, get_datafolder
+from datatrove.pipeline.base import PipelineStep
+from datatrove.utils.logging import logger
+
+from dedup.config import DedupConfig
+from dedup.extsort import ExternalSorter
+from dedup.formats import SIG_KIND, SIGNATURE, node_ids, pairs_path, runs_dir
+from dedup.keys import n_bands
+from dedup.pairs import PAIR, PAIR_KIND, StarEdges
+from dedup.records import CorruptFileError, Header, RecordFile, RecordWriter, is_valid, open_records
+
+_SIG_NAME = re.compile(r"(\d{5})\.sig")
+
+
+def band_signature_files(folder: DataFolder, band: int, fingerprint: int) -> list[RecordFile]:
+    """The band's signature files, validated as a complete set from one run of the signature stage."""
+    sub = f"band_{band:02d}"
+    names = folder.list_files(sub, recursive=False, glob_pattern="*.sig") if folder.exists(sub) else []
+    if not names:
+        raise CorruptFileError(f"{folder.resolve_paths(sub)}: no signature files (run the signatures first)")
+    files = []
+    for name in names:
+        base = name.rsplit("/", 1)[-1]
+        if not _SIG_NAME.fullmatch(base):
+            raise CorruptFileError(f"{folder.resolve_paths(name)}: unexpected file in a signature folder")
+        try:
+            files.append(open_records(folder, name, SIG_KIND, fingerprint, SIGNATURE, rank=int(base[:5])))
+        except CorruptFileError as err:
+            raise CorruptFileError(
+                f"{err}. To recompute it, delete it and the completion marker of signature task {base[:5]}"
+            ) from err
+    world = files[0].header.world_size
+    for f in files:
+        if f.header.world_size != world:
+            raise CorruptFileError(
+                f"{f.where}: written by a run with {f.header.world_size} tasks, "
+                f"{files[0].where} by one with {world}; delete stale signature files"
+            )
+    ranks = {f.header.rank for f in files}
+    missing = sorted(set(range(world)) - ranks)
+    if missing:
+        raise CorruptFileError(
+            f"{folder.resolve_paths(sub)}/{missing[0]:05d}.sig: missing "
+            f"({len(missing)} of the {world} ranks have no file)"
+        )
+    return sorted(files, key=lambda f: f.header.rank)
+
+
+def signature_digest(files: list[RecordFile]) -> int:
+    """Identity of a band's signature files (rank, count, checksum): stored with the pairs made
+    from them, so pairs left from before a signature task was recomputed are caught."""
+    digest = xxhash.xxh64()
+    for f in files:
+        digest.update(struct.pack("<IQQ", f.header.rank, f.n_records, f.checksum))
+    return digest.intdigest()
+
+
+def band_pairs(
+    pairs_folder: DataFolder, signatures_folder: DataFolder, band: int, bands: int, fingerprint: int
+) -> RecordFile:
+    """The band's pairs file, checked to come from the signature files now on disk."""
+    path = pairs_path(band)
+    pairs = open_records(pairs_folder, path, PAIR_KIND, fingerprint, PAIR, rank=band, world_size=bands)
+    if pairs.extra != signature_digest(band_signature_files(signatures_folder, band, fingerprint)):
+        raise CorruptFileError(
+            f"{pairs.where}: made from other signature files than those on disk (a signature task ran "
+            "again after the buckets); delete it and its completion marker to recompute"
+        )
+    return pairs
+
+
+class DedupBuckets(PipelineStep):
+    """Sorted buckets of one band -> ``<output>/band_XX.pairs`` (run with one task per band)."""
+
+    type = "🫂 - DEDUP"
+    name = "🎯 buckets"
+
+    def __init__(
+        self,
+        signatures_folder: DataFolderLike,
+        output_folder: DataFolderLike,
+        config: DedupConfig | None = None,
+        kind: str = "minhash",
+    ):
+        super().__init__()
+        self.signatures_folder = get_datafolder(signatures_folder)
+        self.output_folder = get_datafolder(output_folder)
+        self.config = config or DedupConfig()
+        self.kind = kind
+        self.fingerprint = self.config.fingerprint(kind)
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
+        bands = n_bands(self.config, self.kind)
+        if world_size != bands:
+            raise ValueError(f"the bucket stage needs one task per band: {bands} tasks, got {world_size}")
+        band = rank
+        out = pairs_path(band)
+        files = band_signature_files(self.signatures_folder, band, self.fingerprint)
+        source = signature_digest(files)
+        if is_valid(self.output_folder, out, PAIR_KIND, self.fingerprint, PAIR, rank=band, world_size=bands):
+            done = open_records(self.output_folder, out, PAIR_KIND, self.fingerprint, PAIR)
+            if done.extra == source:
+                logger.info(f"{out} already complete, skipping")
+                return
+        buffer = self.config.sort_buffer_records
+        sorter = ExternalSorter(self.output_folder, runs_dir(band), self.fingerprint, buffer)
+        block = max(1024, buffer // 4)
+        header = Header(PAIR_KIND, self.fingerprint, band, bands, PAIR.itemsize)
+        try:
+            with self.track_time("sort"):
+                for f in files:
+                    for records in f.blocks(block):
+                        sorter.add(records["key"], node_ids(f.header.rank, records["doc"]))
+                        self.stat_update("keys", value=len(records))
+            with RecordWriter(self.output_folder, out, header) as writer, self.track_time("pairs"):
+                edges = StarEdges()
+                for sorted_block in sorter.sorted_blocks():
+                    pairs = edges.feed(sorted_block)
+                    writer.write(pairs)
+                    self.stat_update("pairs", value=len(pairs))
+                writer.commit(extra=source)
+        finally:
+            sorter.close()

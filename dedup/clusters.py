@@ -1,0 +1,149 @@
+"""Stage 3: union-find over all bands' pairs -> one cluster file per input task (single task).
+
+Keep rule (deterministic): in each cluster the document with the smallest node id, i.e. the
+first in input order (task rank, then position in the task), is kept. With one signature task
+per input file (the default in ``build_dedup_stages``) this is the first occurrence in path order.
+Cluster ids number clusters 0, 1, ... in the order of their kept documents; documents that are in
+no cluster get size 1 and id -1 (datatrove's convention) and appear in no file.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from datatrove.data import DocumentsPipeline
+from datatrove.io import DataFolderLike, get_datafolder
+from datatrove.pipeline.base import PipelineStep
+from datatrove.utils.logging import logger
+
+from dedup.buckets import band_pairs
+from dedup.components import connected_components
+from dedup.config import DedupConfig
+from dedup.formats import (
+    CLUSTER,
+    CLUSTER_KIND,
+    SIG_KIND,
+    SIGNATURE,
+    clusters_path,
+    node_doc,
+    node_rank,
+    signature_path,
+)
+from dedup.keys import n_bands
+from dedup.pairs import PAIR
+from dedup.records import Header, RecordWriter, is_valid, open_records
+
+SUMMARY = "summary.json"
+
+
+def cluster_table(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per clustered node: node, cluster size, cluster id, keep flag (sorted by node)."""
+    nodes, roots = connected_components(a, b)
+    reps, cluster, sizes = np.unique(roots, return_inverse=True, return_counts=True)
+    table = np.empty(len(nodes), dtype=[("node", "<u8"), ("size", "<u4"), ("cluster", "<i8"), ("keep", "u1")])
+    table["node"] = nodes
+    table["size"] = sizes[cluster]
+    table["cluster"] = cluster
+    table["keep"] = nodes == roots
+    return table
+
+
+class DedupClusters(PipelineStep):
+    """Read ``band_XX.pairs``, cluster, write ``<output>/<rank>.clusters`` and ``summary.json``."""
+
+    type = "🫂 - DEDUP"
+    name = "🎯 clusters"
+
+    def __init__(
+        self,
+        pairs_folder: DataFolderLike,
+        signatures_folder: DataFolderLike,
+        output_folder: DataFolderLike,
+        config: DedupConfig | None = None,
+        kind: str = "minhash",
+    ):
+        super().__init__()
+        self.pairs_folder = get_datafolder(pairs_folder)
+        self.signatures_folder = get_datafolder(signatures_folder)
+        self.output_folder = get_datafolder(output_folder)
+        self.config = config or DedupConfig()
+        self.kind = kind
+        self.fingerprint = self.config.fingerprint(kind)
+
+    def _docs_per_rank(self) -> list[int]:
+        """Documents read by each signature task (footer count of its band-0 file)."""
+        folder, fp = self.signatures_folder, self.fingerprint
+        first = open_records(folder, signature_path(0, 0), SIG_KIND, fp, SIGNATURE)
+        world = first.header.world_size
+        counts = [first.extra]
+        for r in range(1, world):
+            f = open_records(folder, signature_path(0, r), SIG_KIND, fp, SIGNATURE, rank=r, world_size=world)
+            counts.append(f.extra)
+        return counts
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
+        if world_size != 1:
+            raise ValueError(f"the cluster stage runs as a single task, got {world_size}")
+        docs_per_rank = self._docs_per_rank()
+        world = len(docs_per_rank)
+        if all(
+            is_valid(
+                self.output_folder,
+                clusters_path(r),
+                CLUSTER_KIND,
+                self.fingerprint,
+                CLUSTER,
+                rank=r,
+                world_size=world,
+            )
+            for r in range(world)
+        ) and self.output_folder.exists(SUMMARY):
+            logger.info("clusters already complete, skipping")
+            return
+        bands = n_bands(self.config, self.kind)
+        with self.track_time("read_pairs"):
+            parts = [
+                band_pairs(self.pairs_folder, self.signatures_folder, b, bands, self.fingerprint).read_all()
+                for b in range(bands)
+            ]
+            edges = np.concatenate(parts) if parts else np.empty(0, dtype=PAIR)
+            del parts
+        self.stat_update("pairs", value=len(edges))
+        with self.track_time("union_find"):
+            table = cluster_table(edges["a"], edges["b"])
+        del edges
+        ranks = node_rank(table["node"])
+        bounds = np.searchsorted(ranks, np.arange(world + 1))
+        for r in range(world):
+            part = table[bounds[r] : bounds[r + 1]]
+            records = np.empty(len(part), dtype=CLUSTER)
+            records["doc"] = node_doc(part["node"])
+            for field in ("size", "cluster", "keep"):
+                records[field] = part[field]
+            header = Header(CLUSTER_KIND, self.fingerprint, r, world, CLUSTER.itemsize)
+            with RecordWriter(self.output_folder, clusters_path(r), header) as writer:
+                writer.write(records)
+                writer.commit(extra=docs_per_rank[r])
+        self._write_summary(table, docs_per_rank)
+
+    def _write_summary(self, table: np.ndarray, docs_per_rank: list[int]) -> None:
+        keep = table["keep"].astype(bool)
+        sizes = table["size"][keep]
+        summary = {
+            "kind": self.kind,
+            "documents": int(sum(docs_per_rank)),
+            "documents_in_clusters": int(len(table)),
+            "clusters": int(keep.sum()),
+            "removed": int(len(table) - keep.sum()),
+            "largest_cluster": int(sizes.max()) if len(sizes) else 0,
+            "cluster_size_histogram": {
+                int(s): int(c) for s, c in zip(*np.unique(sizes, return_counts=True), strict=True)
+            },
+        }
+        self.stat_update("clusters", value=summary["clusters"])
+        self.stat_update("to_remove", value=summary["removed"])
+        with self.output_folder.open(SUMMARY + ".tmp", "wt") as f:
+            json.dump(summary, f, indent=2)
+        self.output_folder.mv(SUMMARY + ".tmp", SUMMARY)
+        logger.info(f"dedup clusters ({self.kind}): {summary}")

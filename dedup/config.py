@@ -1,0 +1,65 @@
+"""Dedup configuration: every knob that changes which documents count as duplicates lives here."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+import xxhash
+
+# Bump when the meaning of signature/bucket/cluster files changes, so old files are refused.
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    """MinHash-LSH parameters (FineWeb defaults) plus the exact-dedup switch.
+
+    A pair of documents with shingle Jaccard ``s`` becomes a candidate with probability
+    ``1 - (1 - s**hashes_per_bucket) ** num_buckets`` (0.92 at s = 0.8 with 14 x 8).
+    """
+
+    n_grams: int = 5
+    num_buckets: int = 14
+    hashes_per_bucket: int = 8
+    hash_bits: Literal[32, 64] = 64
+    seed: int = 1
+    exact_dedup: bool = False
+    # "spacy": datatrove's spaCy English word tokens, reproduced exactly by a memoised fast path;
+    # "whitespace": simplify_text(...).split(), no spaCy needed.
+    word_split: Literal["spacy", "whitespace"] = "spacy"
+    # "text": xxh64 of the space-joined n-gram, bit-identical to datatrove's MinhashDedupSignature;
+    # "words": xxh64 per word, n consecutive word hashes combined in numpy (~7% faster overall).
+    # Both hash the same shingle sets (up to 64-bit collisions), so detection is the same.
+    shingle_hash: Literal["text", "words"] = "text"
+    # Metadata column whose value separates dedup groups (FineWeb dedups each dump on its own);
+    # documents in different groups are never duplicates. None: one group.
+    group_by: str | None = "dump"
+    batch_docs: int = 512
+    sort_buffer_records: int = 1 << 19
+
+    def __post_init__(self) -> None:
+        if self.n_grams < 1 or self.num_buckets < 1 or self.hashes_per_bucket < 1:
+            raise ValueError(f"n_grams, num_buckets and hashes_per_bucket must be >= 1: {self}")
+        if self.hash_bits not in (32, 64):
+            raise ValueError(f"hash_bits must be 32 or 64, got {self.hash_bits}")
+
+    @property
+    def num_hashes(self) -> int:
+        return self.num_buckets * self.hashes_per_bucket
+
+    def signature_spec(self) -> dict:
+        """The fields that decide band keys: files written under another spec are foreign."""
+        spec = asdict(self)
+        for key in ("exact_dedup", "batch_docs", "sort_buffer_records"):
+            spec.pop(key)
+        spec["format"] = FORMAT_VERSION
+        return spec
+
+    def fingerprint(self, kind: str) -> int:
+        """64-bit id of (kind, signature spec); stored in every file header."""
+        spec = {"kind": kind, **(self.signature_spec() if kind == "minhash" else {"format": FORMAT_VERSION})}
+        if kind == "exact":
+            spec["group_by"] = self.group_by
+        return xxhash.xxh64_intdigest(json.dumps(spec, sort_keys=True))

@@ -1,0 +1,149 @@
+"""The dedup stages as (name, steps, tasks) for an executor: what ``pipelines.run`` wires in.
+
+Run directory layout (per dump)::
+
+    curated/                 input documents (parquet)
+    minhash/signatures/      band_XX/<rank>.sig      stage 1, one task per input file
+    minhash/buckets/         band_XX.pairs           stage 2, one task per band
+    minhash/clusters/        <rank>.clusters, summary.json   stage 3, one task
+    deduped/                 <rank>.parquet          stage 4, kept documents + cluster columns
+    removed/minhash/         <rank>.parquet          stage 4, the other members of each cluster
+    minhash/exact/...        and removed/exact/      the same for the optional exact pass
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+from datatrove.io import DataFolderLike, get_datafolder
+from datatrove.pipeline.base import PipelineStep
+from datatrove.pipeline.readers import ParquetReader
+
+from dedup.buckets import DedupBuckets
+from dedup.clusters import DedupClusters
+from dedup.config import DedupConfig
+from dedup.filter import ID_COLUMN, SIZE_COLUMN, DedupFilter
+from dedup.keys import n_bands
+from dedup.signatures import DedupSignatures
+from dedup.writer import DOCUMENT_GLOB, AtomicParquetWriter
+
+Stage = tuple[str, list[PipelineStep], int]
+CLUSTER_FIELDS = [pa.field(SIZE_COLUMN, pa.int64()), pa.field(ID_COLUMN, pa.int64())]
+REASON_FIELD = pa.field("filter_reason", pa.string())
+
+
+@dataclass(frozen=True)
+class DedupLayout:
+    """Where each stage reads and writes, relative to one run directory."""
+
+    run_dir: str
+
+    def part(self, *names: str) -> str:
+        return str(Path(self.run_dir, *names))
+
+    def signatures(self, kind: str) -> str:
+        return self.part(*self._base(kind), "signatures")
+
+    def buckets(self, kind: str) -> str:
+        return self.part(*self._base(kind), "buckets")
+
+    def clusters(self, kind: str) -> str:
+        return self.part(*self._base(kind), "clusters")
+
+    def removed(self, kind: str) -> str:
+        return self.part("removed", kind)
+
+    @property
+    def deduped(self) -> str:
+        return self.part("deduped")
+
+    @staticmethod
+    def _base(kind: str) -> tuple[str, ...]:
+        return ("minhash",) if kind == "minhash" else ("minhash", kind)
+
+
+def document_reader(input_folder: DataFolderLike) -> ParquetReader:
+    """The reader both document passes use; both must see the same documents in the same order."""
+    reader = ParquetReader(input_folder, glob_pattern=DOCUMENT_GLOB, text_key="text", id_key="id")
+    reader.add_file_path = False  # keep the reader's bookkeeping out of the output columns
+    return reader
+
+
+def count_input_files(input_folder: DataFolderLike) -> int:
+    folder = get_datafolder(input_folder)
+    return len(folder.list_files(glob_pattern=DOCUMENT_GLOB)) if folder.exists("") else 0
+
+
+def build_dedup_stages(
+    input_folder: DataFolderLike,
+    run_dir: str | Path,
+    config: DedupConfig | None = None,
+    tasks: int | None = None,
+) -> list[Stage]:
+    """Stages to run in order. ``tasks``: document tasks (default: one per input parquet file,
+    which makes the keep rule "first in file order"); pass the curation task count when the
+    pipeline is built before ``curated/`` exists."""
+    config = config or DedupConfig()
+    layout = DedupLayout(str(run_dir))
+    doc_tasks = max(1, tasks if tasks is not None else count_input_files(input_folder))
+    stages: list[Stage] = []
+    exact_filters: list[PipelineStep] = []
+    if config.exact_dedup:
+        stages += _key_stages("exact", input_folder, layout, config, doc_tasks, [])
+        exact_filters = [DedupFilter(layout.clusters("exact"), config, "exact", annotate=False)]
+    stages += _key_stages("minhash", input_folder, layout, config, doc_tasks, exact_filters)
+    final_exact = (
+        [
+            DedupFilter(
+                layout.clusters("exact"),
+                config,
+                "exact",
+                exclusion_writer=AtomicParquetWriter(
+                    layout.removed("exact"), schema_from=input_folder, extra_fields=[REASON_FIELD]
+                ),
+                annotate=False,
+            )
+        ]
+        if config.exact_dedup
+        else []
+    )
+    filter_steps: list[PipelineStep] = [
+        document_reader(input_folder),
+        *final_exact,
+        DedupFilter(
+            layout.clusters("minhash"),
+            config,
+            "minhash",
+            exclusion_writer=AtomicParquetWriter(
+                layout.removed("minhash"),
+                schema_from=input_folder,
+                extra_fields=[*CLUSTER_FIELDS, REASON_FIELD],
+            ),
+        ),
+        AtomicParquetWriter(layout.deduped, schema_from=input_folder, extra_fields=CLUSTER_FIELDS),
+    ]
+    stages.append(("dedup_filter", filter_steps, doc_tasks))
+    return stages
+
+
+def _key_stages(
+    kind: str,
+    input_folder: DataFolderLike,
+    layout: DedupLayout,
+    config: DedupConfig,
+    doc_tasks: int,
+    prefilters: list[PipelineStep],
+) -> list[Stage]:
+    prefix = "dedup" if kind == "minhash" else f"dedup_{kind}"
+    sigs, buckets, clusters = layout.signatures(kind), layout.buckets(kind), layout.clusters(kind)
+    return [
+        (
+            f"{prefix}_signatures",
+            [document_reader(input_folder), *prefilters, DedupSignatures(sigs, config, kind)],
+            doc_tasks,
+        ),
+        (f"{prefix}_buckets", [DedupBuckets(sigs, buckets, config, kind)], n_bands(config, kind)),
+        (f"{prefix}_clusters", [DedupClusters(buckets, sigs, clusters, config, kind)], 1),
+    ]

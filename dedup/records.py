@@ -1,0 +1,197 @@
+"""Self-checking binary record files, written atomically.
+
+Layout: 48-byte header (magic, kind, format version, config fingerprint, rank, world size, record
+size), fixed-size little-endian records, 32-byte footer (record count, a stage-specific count,
+xxh64 of the records, end magic). A file is written as ``<name>.tmp`` and renamed when complete,
+so a crash never leaves a file under its final name (there is no fsync: data lost to a power cut
+shows up as a checksum error). Readers check every field and the checksum and name the file in
+the error, instead of failing later with datatrove's "Hash order error" or silently
+deduplicating against garbage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import xxhash
+from datatrove.io import DataFolder
+
+from dedup.config import FORMAT_VERSION
+
+MAGIC = b"CC2MDDUP"
+END_MAGIC = b"DDUPEND\x00"
+HEADER = struct.Struct("<8s4sIQIII4x")
+FOOTER = struct.Struct("<QQQ8s")
+TMP_SUFFIX = ".tmp"
+
+
+class CorruptFileError(ValueError):
+    """A dedup file is truncated, unfinished, corrupt, or from another run/config."""
+
+
+@dataclass(frozen=True)
+class Header:
+    kind: bytes  # 4 bytes: b"SIGS", b"RUNS", b"PAIR", b"CLUS"
+    fingerprint: int
+    rank: int
+    world_size: int
+    record_size: int
+
+    def pack(self) -> bytes:
+        return HEADER.pack(
+            MAGIC, self.kind, FORMAT_VERSION, self.fingerprint, self.rank, self.world_size, self.record_size
+        )
+
+
+class RecordWriter:
+    """Streams numpy records to ``path + '.tmp'``; ``commit`` seals and renames, ``abort`` deletes."""
+
+    def __init__(self, folder: DataFolder, path: str, header: Header) -> None:
+        self.folder = folder
+        self.path = path
+        self.header = header
+        self.tmp = path + TMP_SUFFIX
+        self._file = folder.open(self.tmp, "wb")
+        self._file.write(header.pack())
+        self._hash = xxhash.xxh64()
+        self.n_records = 0
+        self.committed = False
+
+    def write(self, records: np.ndarray) -> None:
+        if records.dtype.itemsize != self.header.record_size:
+            size = records.dtype.itemsize
+            raise ValueError(f"{self.path}: records of {size} bytes, expected {self.header.record_size}")
+        data = np.ascontiguousarray(records).view(np.uint8)
+        self._hash.update(data)
+        self._file.write(data.data)
+        self.n_records += len(records)
+
+    def commit(self, extra: int = 0) -> None:
+        self._file.write(FOOTER.pack(self.n_records, extra, self._hash.intdigest(), END_MAGIC))
+        self._file.close()
+        self.folder.mv(self.tmp, self.path)
+        self.committed = True
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self._file.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.folder.rm(self.tmp)
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:
+            self.abort()
+        elif not self.committed:
+            self.commit()
+
+
+@dataclass
+class RecordFile:
+    """A validated record file: header fields, counts, and checksummed block reads."""
+
+    folder: DataFolder
+    path: str
+    header: Header
+    n_records: int
+    extra: int
+    checksum: int
+    dtype: np.dtype
+
+    @property
+    def where(self) -> str:
+        return self.folder.resolve_paths(self.path)
+
+    def blocks(self, block_records: int = 1 << 20) -> Iterator[np.ndarray]:
+        """Yield the records in order; the checksum is verified once the last block is read."""
+        digest = xxhash.xxh64()
+        left = self.n_records
+        rs = self.dtype.itemsize
+        with self.folder.open(self.path, "rb") as f:
+            f.seek(HEADER.size)
+            while left:
+                n = min(left, block_records)
+                raw = f.read(n * rs)
+                if len(raw) != n * rs:
+                    raise CorruptFileError(f"{self.where}: truncated while reading")
+                digest.update(raw)
+                left -= n
+                if not left and digest.intdigest() != self.checksum:
+                    raise CorruptFileError(f"{self.where}: checksum mismatch, the file is corrupt; delete it")
+                yield np.frombuffer(raw, dtype=self.dtype)
+        if self.n_records == 0 and digest.intdigest() != self.checksum:
+            raise CorruptFileError(f"{self.where}: checksum mismatch, the file is corrupt; delete it")
+
+    def read_all(self) -> np.ndarray:
+        parts = list(self.blocks())
+        return np.concatenate(parts) if parts else np.empty(0, dtype=self.dtype)
+
+
+def open_records(
+    folder: DataFolder,
+    path: str,
+    kind: bytes,
+    fingerprint: int,
+    dtype: np.dtype,
+    rank: int | None = None,
+    world_size: int | None = None,
+) -> RecordFile:
+    """Validate header, footer and size of a record file; raise CorruptFileError naming it."""
+    where = folder.resolve_paths(path)
+    if not folder.exists(path):
+        raise CorruptFileError(f"{where}: missing (was an earlier stage interrupted or a file deleted?)")
+    size = folder.size(path)
+    if size < HEADER.size + FOOTER.size:
+        raise CorruptFileError(f"{where}: truncated ({size} bytes, smaller than header + footer)")
+    with folder.open(path, "rb") as f:
+        head = f.read(HEADER.size)
+        f.seek(size - FOOTER.size)
+        foot = f.read(FOOTER.size)
+    magic, fkind, version, fp, frank, fworld, rsize = HEADER.unpack(head)
+    if magic != MAGIC:
+        raise CorruptFileError(f"{where}: not a cc2model dedup file (foreign or corrupt header)")
+    if fkind != kind:
+        raise CorruptFileError(f"{where}: is a {fkind!r} file, expected {kind!r}")
+    if version != FORMAT_VERSION:
+        raise CorruptFileError(f"{where}: format version {version}, expected {FORMAT_VERSION}; recompute it")
+    if fp != fingerprint:
+        raise CorruptFileError(
+            f"{where}: written with a different dedup config (fingerprint {fp:#x} != {fingerprint:#x}); "
+            "delete the dedup folder or use the original config"
+        )
+    if rsize != dtype.itemsize:
+        raise CorruptFileError(f"{where}: record size {rsize}, expected {dtype.itemsize}")
+    if rank is not None and frank != rank:
+        raise CorruptFileError(f"{where}: written by rank {frank}, expected rank {rank}")
+    if world_size is not None and fworld != world_size:
+        raise CorruptFileError(f"{where}: written with {fworld} tasks, this run has {world_size}")
+    n_records, extra, checksum, end = FOOTER.unpack(foot)
+    if end != END_MAGIC:
+        raise CorruptFileError(f"{where}: truncated or unfinished (no end marker)")
+    expected = HEADER.size + n_records * rsize + FOOTER.size
+    if size != expected:
+        raise CorruptFileError(f"{where}: truncated or padded: {size} bytes, expected {expected}")
+    header = Header(fkind, fp, frank, fworld, rsize)
+    return RecordFile(folder, path, header, n_records, extra, checksum, dtype)
+
+
+def is_valid(
+    folder: DataFolder,
+    path: str,
+    kind: bytes,
+    fingerprint: int,
+    dtype: np.dtype,
+    **kw: int,
+) -> bool:
+    """True when ``path`` exists and passes the header/footer/size checks (not the checksum)."""
+    try:
+        open_records(folder, path, kind, fingerprint, dtype, **kw)
+    except CorruptFileError:
+        return False
+    return True

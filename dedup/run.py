@@ -1,0 +1,102 @@
+"""Standalone dedup: ``python -m dedup.run --input DIR --out DIR`` over parquet documents.
+
+Runs the stages of ``build_dedup_stages`` one after another with datatrove's
+LocalPipelineExecutor; logs and completion markers go to ``OUT/logs/<stage>``, so rerunning the
+same command skips finished tasks and recomputes only what is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from datatrove.executor import LocalPipelineExecutor
+
+from dedup.clusters import SUMMARY
+from dedup.config import DedupConfig
+from dedup.pipeline import DedupLayout, build_dedup_stages, count_input_files
+from dedup.text import spacy_english
+
+
+def run_dedup(
+    input_folder: str, out: str, config: DedupConfig | None = None, workers: int = 2, tasks: int | None = None
+) -> dict:
+    """Run every stage; returns the summary (kept/removed counts and where things are)."""
+    config = config or DedupConfig()
+    layout = DedupLayout(out)
+    if tasks is None and not count_input_files(input_folder):
+        raise SystemExit(f"no parquet files under {input_folder}")
+    if config.word_split == "spacy":
+        spacy_english()  # import spaCy once here; forked workers inherit it instead of re-importing
+    seconds: dict[str, float] = {}
+    for name, steps, n_tasks in build_dedup_stages(input_folder, out, config, tasks=tasks):
+        start = time.perf_counter()
+        executor = LocalPipelineExecutor(
+            pipeline=steps,
+            tasks=n_tasks,
+            workers=max(1, min(workers, n_tasks)),
+            logging_dir=str(Path(out, "logs", name)),
+            start_method="fork",
+        )
+        executor.run()
+        seconds[name] = round(time.perf_counter() - start, 1)
+    return summarize(layout, config) | {"seconds": seconds}
+
+
+def summarize(layout: DedupLayout, config: DedupConfig) -> dict:
+    kinds = ["exact", "minhash"] if config.exact_dedup else ["minhash"]
+    summary: dict = {"deduped": layout.deduped, "removed": {k: layout.removed(k) for k in kinds}}
+    for kind in kinds:
+        path = Path(layout.clusters(kind), SUMMARY)
+        summary[kind] = json.loads(path.read_text()) if path.exists() else None
+    filter_stats = Path(layout.run_dir, "logs", "dedup_filter", "stats.json")
+    summary["stats"] = {
+        "clusters": [str(Path(layout.clusters(k), SUMMARY)) for k in kinds],
+        "filter": str(filter_stats),
+    }
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--input", required=True, help="folder of parquet documents with `id` and `text`")
+    p.add_argument("--out", required=True, help="run folder: minhash/, deduped/, removed/, logs/")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--tasks", type=int, default=None, help="document tasks (default: one per input file)")
+    p.add_argument("--exact", action="store_true", help="exact (content hash) dedup first")
+    p.add_argument("--n-grams", type=int, default=5)
+    p.add_argument("--bands", type=int, default=14)
+    p.add_argument("--rows", type=int, default=8)
+    p.add_argument("--bits", type=int, choices=(32, 64), default=64)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--group-by", default="dump", help="dedup within groups of this column ('' for none)")
+    p.add_argument("--word-split", choices=("spacy", "whitespace"), default="spacy")
+    p.add_argument("--shingle-hash", choices=("text", "words"), default="text")
+    a = p.parse_args(argv)
+    config = DedupConfig(
+        n_grams=a.n_grams,
+        num_buckets=a.bands,
+        hashes_per_bucket=a.rows,
+        hash_bits=a.bits,
+        seed=a.seed,
+        exact_dedup=a.exact,
+        group_by=a.group_by or None,
+        word_split=a.word_split,
+        shingle_hash=a.shingle_hash,
+    )
+    summary = run_dedup(a.input, a.out, config, workers=a.workers, tasks=a.tasks)
+    mh = summary["minhash"] or {}
+    print(f"documents: {mh.get('documents')}  removed as near-duplicates: {mh.get('removed')}")
+    if summary.get("exact"):
+        print(f"removed as exact duplicates: {summary['exact'].get('removed')}")
+    print(f"kept documents:  {summary['deduped']}")
+    for kind, path in summary["removed"].items():
+        print(f"removed ({kind}): {path}")
+    print(f"stats: {', '.join(summary['stats']['clusters'])}, {summary['stats']['filter']}")
+    print("seconds per stage: " + ", ".join(f"{k} {v}" for k, v in summary["seconds"].items()))
+
+
+if __name__ == "__main__":
+    main()
