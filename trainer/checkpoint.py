@@ -1,0 +1,139 @@
+"""Sharded, atomic checkpoints with torch.distributed.checkpoint (DCP).
+
+Each save writes `step_000123.tmp/` with DCP (every rank writes its own shards), then rank 0
+renames it to `step_000123/` once all ranks are done. A rename is atomic on POSIX, so a save killed
+at any point leaves only a `.tmp` directory, which loading ignores and the next save removes: the
+previous checkpoint stays the latest loadable one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+_STEP_DIR = re.compile(r"^step_(\d{9})$")
+TRAINER_STATE = "trainer_state.json"
+
+
+def rng_state() -> dict[str, torch.Tensor]:
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def set_rng_state(state: dict[str, torch.Tensor]) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+class Checkpointer:
+    """Save / find / load checkpoints under `root`, keeping the newest `keep`."""
+
+    def __init__(self, root: Path, keep: int = 2) -> None:
+        if keep < 1:
+            raise ValueError("keep must be >= 1")
+        self.root, self.keep = Path(root), keep
+
+    def complete(self) -> list[Path]:
+        """Committed checkpoints, oldest first."""
+        if not self.root.is_dir():
+            return []
+        found = [p for p in self.root.iterdir() if _STEP_DIR.match(p.name) and (p / ".metadata").is_file()]
+        return sorted(found, key=lambda p: p.name)
+
+    def latest(self) -> Path | None:
+        done = self.complete()
+        return done[-1] if done else None
+
+    def _state(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        model_sd, optim_sd = get_state_dict(model, optimizer)
+        return {"model": model_sd, "optim": optim_sd}
+
+    def save(
+        self,
+        step: int,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        data_state: dict[str, Any],
+        meta: dict[str, Any] | None = None,
+    ) -> Path:
+        """Collective: all ranks call it. `meta` (model config, tokenizer) goes to trainer_state.json
+        so a checkpoint directory can be exported on its own. Returns the committed directory."""
+        rank = dist.get_rank()
+        final = self.root / f"step_{step:09d}"
+        tmp = final.with_name(final.name + ".tmp")
+        if rank == 0:
+            self.root.mkdir(parents=True, exist_ok=True)
+            for stale in self.root.glob("*.tmp"):
+                shutil.rmtree(stale, ignore_errors=True)
+        dist.barrier()
+        state = self._state(model, optimizer)
+        state["scheduler"] = scheduler.state_dict()
+        state["data"] = data_state
+        state[f"rng_rank{rank}"] = rng_state()
+        dcp.save(state, checkpoint_id=tmp)
+        dist.barrier()
+        if rank == 0:
+            (tmp / TRAINER_STATE).write_text(
+                json.dumps(
+                    {"step": step, "data": data_state, "world_size": dist.get_world_size(), **(meta or {})},
+                    indent=1,
+                )
+            )
+            if final.exists():  # re-saving a step (e.g. after a resume) replaces it
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+            _fsync_dir(self.root)
+            for old in self.complete()[: -self.keep]:
+                shutil.rmtree(old, ignore_errors=True)
+        dist.barrier()
+        return final
+
+    def load(
+        self,
+        path: Path,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        data_template: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Restore model, optimizer, scheduler and this rank's RNG in place; return the saved data state.
+
+        `data_template` names the data-state keys to read (DCP loads what the caller asks for).
+        """
+        rank = dist.get_rank()
+        saved_keys = set(dcp.FileSystemReader(path).read_metadata().state_dict_metadata)
+        state = self._state(model, optimizer)
+        state["scheduler"] = scheduler.state_dict()
+        state["data"] = dict(data_template)
+        rng_key = f"rng_rank{rank}"
+        has_rng = any(k.startswith(rng_key + ".") for k in saved_keys)
+        if has_rng:  # absent when resuming on more ranks than saved
+            state[rng_key] = rng_state()
+        dcp.load(state, checkpoint_id=path)
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        scheduler.load_state_dict(state["scheduler"])
+        if has_rng:
+            set_rng_state(state[rng_key])
+        return state["data"]
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

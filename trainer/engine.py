@@ -1,0 +1,117 @@
+"""One optimizer step: micro-batch forward/backward with accumulation, clip, AdamW, schedule.
+
+Kept apart from the loop so the CLI, the tests and the benchmark all time and check the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.distributed.tensor import DTensor
+
+from trainer.config import ModelConfig
+from trainer.distributed import DistInfo, all_reduce_mean
+from trainer.model import Transformer, lm_loss
+from trainer.optim import build_optimizer
+from trainer.parallelize import ACMode, parallelize, set_gradient_sync
+from trainer.schedule import ScheduleKind, build_scheduler
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Optimizer and schedule settings (defaults: the seeds' pretraining recipe)."""
+
+    lr: float = 3e-4
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = 1.0
+    schedule: ScheduleKind = "cosine"
+    warmup_steps: int = 1
+    min_lr_ratio: float = 0.1
+    decay_fraction: float = 0.2
+    z_loss: float = 0.0
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    """Detached tensors: reading them (`.item()`) is a device sync, so the loop decides when."""
+
+    loss: torch.Tensor
+    grad_norm: torch.Tensor
+    lr: float
+
+
+class TrainEngine:
+    """Sharded model, optimizer and LR schedule for one run."""
+
+    def __init__(
+        self,
+        model_cfg: ModelConfig,
+        dist_info: DistInfo,
+        optim: OptimConfig,
+        total_steps: int,
+        *,
+        seed: int = 0,
+        bf16: bool = True,
+        ac: ACMode = "none",
+        compile: bool = False,
+    ) -> None:
+        self.device, self.optim_cfg = dist_info.device, optim
+        torch.manual_seed(seed)  # same seed on every rank: identical full init, then sharded
+        with torch.device(self.device):
+            model = Transformer(model_cfg)
+        self.model = parallelize(
+            model, dist_info.mesh, ac=ac, compile=compile, param_dtype=torch.bfloat16 if bf16 else None
+        )
+        self.optimizer = build_optimizer(self.model, optim.lr, optim.weight_decay, optim.betas)
+        self.scheduler = build_scheduler(
+            self.optimizer,
+            total_steps,
+            optim.warmup_steps,
+            optim.schedule,
+            optim.min_lr_ratio,
+            optim.decay_fraction,
+        )
+
+    def _to_device(self, batch: torch.Tensor) -> torch.Tensor:
+        if self.device.type == "cuda":
+            return batch.pin_memory().to(self.device, non_blocking=True)
+        return batch
+
+    def train_step(self, micro_batches: list[torch.Tensor]) -> StepOutput:
+        """Each micro-batch is (B, seq_len + 1) token ids; the loss is the mean over all of them.
+
+        Gradients are left in place after the step (zeroed at the start of the next one) so
+        callers can inspect them.
+        """
+        self.optimizer.zero_grad(set_to_none=True)
+        n = len(micro_batches)
+        total = torch.zeros((), device=self.device)
+        for i, batch in enumerate(micro_batches):
+            set_gradient_sync(self.model, i == n - 1)
+            batch = self._to_device(batch)
+            logits = self.model(batch[:, :-1])
+            loss = lm_loss(logits, batch[:, 1:], self.optim_cfg.z_loss) / n
+            loss.backward()
+            total += loss.detach()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim_cfg.grad_clip)
+        if isinstance(grad_norm, DTensor):
+            grad_norm = grad_norm.full_tensor()
+        lr = self.scheduler.get_last_lr()[0]
+        self.optimizer.step()
+        self.scheduler.step()
+        return StepOutput(all_reduce_mean(total), grad_norm.detach(), lr)
+
+    @torch.no_grad()
+    def evaluate(self, batches: list[torch.Tensor]) -> float:
+        """Mean loss over held-out batches, averaged over ranks (every rank has the same count)."""
+        if not batches:
+            return float("nan")
+        self.model.eval()
+        total = torch.zeros((), device=self.device)
+        for batch in batches:
+            batch = self._to_device(batch)
+            total += lm_loss(self.model(batch[:, :-1]), batch[:, 1:])
+        self.model.train()
+        return float(all_reduce_mean(total / len(batches)))

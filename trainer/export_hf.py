@@ -1,0 +1,155 @@
+"""Export to a Hugging Face checkpoint (model.safetensors + config.json) that `transformers` loads as is.
+
+Our model uses HF's conventions, so export is a rename: Llama for the plain model, Qwen3 (Llama
+plus per-head q/k RMSNorm) when the model was trained with QK-norm.
+
+    python -m trainer.export_hf --checkpoint out/checkpoints/step_000000100 --out out/hf
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.config import ModelConfig
+
+_LAYER_NAMES = {
+    "attention_norm.weight": "input_layernorm.weight",
+    "attention.wq.weight": "self_attn.q_proj.weight",
+    "attention.wk.weight": "self_attn.k_proj.weight",
+    "attention.wv.weight": "self_attn.v_proj.weight",
+    "attention.wo.weight": "self_attn.o_proj.weight",
+    "attention.q_norm.weight": "self_attn.q_norm.weight",
+    "attention.k_norm.weight": "self_attn.k_norm.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "feed_forward.w1.weight": "mlp.gate_proj.weight",
+    "feed_forward.w3.weight": "mlp.up_proj.weight",
+    "feed_forward.w2.weight": "mlp.down_proj.weight",
+}
+_TOKENIZER_SIDE_FILES = ("tokenizer_config.json", "special_tokens_map.json")
+_TOP_NAMES = {"tok_embeddings.weight": "model.embed_tokens.weight", "norm.weight": "model.norm.weight"}
+
+
+def hf_name(name: str) -> str:
+    """Our parameter name -> the HF Llama/Qwen3 name."""
+    if name in _TOP_NAMES:
+        return _TOP_NAMES[name]
+    if name == "output.weight":
+        return "lm_head.weight"
+    prefix, index, rest = name.split(".", 2)
+    if prefix != "layers" or rest not in _LAYER_NAMES:
+        raise KeyError(f"no HF name for parameter {name!r}")
+    return f"model.layers.{index}.{_LAYER_NAMES[rest]}"
+
+
+def hf_config(cfg: ModelConfig, dtype: torch.dtype, eos_id: int | None, bos_id: int | None) -> dict[str, Any]:
+    """config.json for LlamaForCausalLM, or Qwen3ForCausalLM when QK-norm is on."""
+    arch, model_type = ("Qwen3ForCausalLM", "qwen3") if cfg.qk_norm else ("LlamaForCausalLM", "llama")
+    config: dict[str, Any] = {
+        "architectures": [arch],
+        "model_type": model_type,
+        "hidden_size": cfg.dim,
+        "intermediate_size": cfg.ffn_dim,
+        "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.n_kv_heads,
+        "head_dim": cfg.head_dim,
+        "vocab_size": cfg.vocab_size,
+        "max_position_embeddings": cfg.max_seq_len,
+        "rms_norm_eps": cfg.norm_eps,
+        "rope_theta": cfg.rope_theta,  # transformers < 5
+        "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta},  # transformers >= 5
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "mlp_bias": False,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "torch_dtype": str(dtype).removeprefix("torch."),
+        "bos_token_id": bos_id,
+        "eos_token_id": eos_id,
+        "use_cache": True,
+    }
+    if cfg.qk_norm:
+        config.update({"use_sliding_window": False, "sliding_window": None, "max_window_layers": cfg.n_layers})
+    return config
+
+
+def export_hf(
+    state_dict: dict[str, torch.Tensor],
+    cfg: ModelConfig,
+    out_dir: Path,
+    *,
+    dtype: torch.dtype = torch.float32,
+    tokenizer: Path | None = None,
+    eos_id: int | None = None,
+    bos_id: int | None = None,
+) -> Path:
+    """Write model.safetensors + config.json (+ tokenizer.json) into `out_dir` from a full state dict."""
+    from safetensors.torch import save_file
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tensors = {}
+    for name, tensor in state_dict.items():
+        if name == "output.weight" and cfg.tie_embeddings:
+            continue  # shared with the embedding; HF re-ties it from tie_word_embeddings
+        tensors[hf_name(name)] = tensor.detach().to("cpu", dtype).contiguous()
+    save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    (out_dir / "config.json").write_text(json.dumps(hf_config(cfg, dtype, eos_id, bos_id), indent=2) + "\n")
+    if tokenizer is not None:
+        shutil.copyfile(tokenizer, out_dir / "tokenizer.json")
+        for extra in _TOKENIZER_SIDE_FILES:  # what AutoTokenizer reads, when the tokenizer room wrote it
+            if (Path(tokenizer).parent / extra).is_file():
+                shutil.copyfile(Path(tokenizer).parent / extra, out_dir / extra)
+    return out_dir
+
+
+def load_checkpoint_model(checkpoint: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Full model weights and trainer state from a DCP checkpoint directory, in this one process."""
+    import torch.distributed.checkpoint as dcp
+
+    from trainer.checkpoint import TRAINER_STATE
+    from trainer.model import Transformer
+
+    state = json.loads((checkpoint / TRAINER_STATE).read_text())
+    cfg = ModelConfig(**state["model_config"])
+    with torch.device("meta"):
+        model = Transformer(cfg)
+    model.to_empty(device="cpu")
+    weights = {"model": model.state_dict()}
+    with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled", category=UserWarning)
+        dcp.load(weights, checkpoint_id=checkpoint, no_dist=True)
+    return weights["model"], state
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", type=Path, required=True, help="a step_* directory written by the trainer")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--tokenizer", type=Path, help="tokenizer.json to copy next to the weights")
+    args = parser.parse_args(argv)
+    weights, state = load_checkpoint_model(args.checkpoint)
+    cfg = ModelConfig(**state["model_config"])
+    tok = state.get("tokenizer", {})
+    export_hf(
+        weights,
+        cfg,
+        args.out,
+        dtype=getattr(torch, args.dtype),
+        tokenizer=args.tokenizer or (Path(tok["path"]) if tok.get("path") else None),
+        eos_id=tok.get("eos_id"),
+        bos_id=tok.get("bos_id"),
+    )
+    print(f"exported {args.checkpoint} -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

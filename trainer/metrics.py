@@ -1,0 +1,100 @@
+"""Throughput accounting (FLOPs per token, MFU against a peak table) and the JSONL/stdout logger."""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import torch
+
+from trainer.config import ModelConfig
+
+# Dense bf16 tensor-core peaks from the vendors' datasheets (no sparsity), FLOP/s.
+PEAK_FLOPS: dict[str, float] = {
+    "h100": 989e12,  # H100 SXM
+    "h200": 989e12,  # H200 SXM: same compute die as H100, more and faster HBM
+    "a100": 312e12,  # A100 SXM
+}
+
+
+def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
+    """Training FLOPs per token: 6 N (matmul params, fwd + bwd) + 12 L d T (attention scores and values).
+
+    N counts every weight that is a matmul: all but the input embedding lookup (with tied embeddings
+    the shared matrix is counted once, as the output head). The attention term is the PaLM/torchtitan
+    convention (no discount for the causal mask), so MFU is comparable with theirs.
+    """
+    matmul_params = cfg.num_params(include_embedding=False)
+    if cfg.tie_embeddings:
+        matmul_params += cfg.vocab_size * cfg.dim
+    return 6 * matmul_params + 12 * cfg.n_layers * cfg.dim * seq_len
+
+
+def measure_cpu_peak(size: int = 512, repeats: int = 8) -> float:
+    """Best fp32 matmul FLOP/s this process gets: the CPU 'peak' (no datasheet figure fits a shared VM)."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * size**3 / best
+
+
+def peak_flops(gpu: str, device: torch.device) -> tuple[str, float]:
+    """(name, peak FLOP/s per device): the named table entry, autodetected on CUDA, measured on CPU."""
+    name = gpu.lower()
+    if name == "auto":
+        if device.type == "cuda":
+            product = torch.cuda.get_device_name(device).lower()
+            name = next((k for k in PEAK_FLOPS if k in product), "h100")
+        else:
+            name = "cpu"
+    if name == "cpu":
+        return "cpu", measure_cpu_peak()
+    if name not in PEAK_FLOPS:
+        raise KeyError(f"unknown accelerator {gpu!r}; known: {sorted(PEAK_FLOPS)} or cpu")
+    return name, PEAK_FLOPS[name]
+
+
+def peak_memory_gib(device: torch.device) -> float:
+    """Peak allocated accelerator memory, or this process's peak RSS on CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss_kib / 2**20
+
+
+class MetricsLogger:
+    """One JSON object per line in `path` and a compact line on stdout; only the main rank writes."""
+
+    def __init__(self, path: Path | None, enabled: bool, stream: TextIO = sys.stdout) -> None:
+        self.enabled, self.stream = enabled, stream
+        self.file = None
+        if enabled and path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.file = path.open("a")
+
+    def log(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        if self.file is not None:
+            self.file.write(json.dumps(record) + "\n")
+            self.file.flush()
+        shown = " ".join(f"{k}={_fmt(v)}" for k, v in record.items())
+        print(shown, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

@@ -1,0 +1,40 @@
+"""AdamW as the pretraining recipe prescribes: betas (0.9, 0.95), decay only on matrices."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, object]]:
+    """Weight decay on >= 2-D weights (matmuls, embeddings); none on norm gains (1-D).
+
+    Decaying a gain pulls it toward 0, which is not regularisation but a change of scale.
+    """
+    decay, no_decay = [], []
+    for p in model.parameters():
+        if p.requires_grad:
+            (decay if p.ndim >= 2 else no_decay).append(p)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+def build_optimizer(
+    model: nn.Module,
+    lr: float,
+    weight_decay: float = 0.1,
+    betas: tuple[float, float] = (0.9, 0.95),
+    eps: float = 1e-8,
+) -> torch.optim.AdamW:
+    """AdamW; the fused kernel on CUDA (one launch for all parameters), foreach elsewhere."""
+    on_cuda = next(model.parameters()).device.type == "cuda"
+    return torch.optim.AdamW(
+        param_groups(model, weight_decay),
+        lr=lr,
+        betas=betas,
+        eps=eps,
+        fused=True if on_cuda else None,
+        foreach=None if on_cuda else True,
+    )

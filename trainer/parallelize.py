@@ -1,0 +1,102 @@
+"""Turn a plain `Transformer` into a trainable, sharded one: AC -> compile -> FSDP2, in that order.
+
+The order matters (torchtitan): checkpoint wrappers must sit inside the compiled region so the
+compiler sees the recompute, and `fully_shard` must wrap the compiled blocks so its all-gather
+and reduce-scatter hooks stay outside the graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import torch
+from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+from trainer.model import Transformer
+
+ACMode = Literal["none", "selective", "full"]
+
+# Ops whose outputs selective AC keeps: the matmuls and attention are expensive to redo; the
+# pointwise work between them (norms, SiLU, RoPE, residual adds) is cheap to recompute and is
+# most of the activation bytes.
+_SAVE_OPS = {
+    torch.ops.aten.mm.default,
+    torch.ops.aten.addmm.default,
+    torch.ops.aten.bmm.default,
+    torch.ops.aten._scaled_dot_product_flash_attention.default,
+    torch.ops.aten._scaled_dot_product_efficient_attention.default,
+    torch.ops.aten._scaled_dot_product_cudnn_attention.default,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
+}
+
+
+def _selective_policy(ctx: object, op: object, *args: object, **kwargs: object) -> CheckpointPolicy:
+    return CheckpointPolicy.MUST_SAVE if op in _SAVE_OPS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _selective_context() -> tuple[object, object]:
+    return create_selective_checkpoint_contexts(_selective_policy)
+
+
+def apply_activation_checkpointing(model: Transformer, mode: ACMode) -> None:
+    """Wrap each block: `full` recomputes the whole block, `selective` only its pointwise ops."""
+    if mode == "none":
+        return
+    if mode not in ("selective", "full"):
+        raise ValueError(f"unknown activation checkpointing mode {mode!r}")
+    context_fn: Callable[[], tuple[object, object]] | None = _selective_context if mode == "selective" else None
+    for i, block in enumerate(model.layers):
+        kwargs = {"context_fn": context_fn} if context_fn else {}
+        model.layers[i] = checkpoint_wrapper(block, preserve_rng_state=False, **kwargs)
+
+
+def apply_compile(model: Transformer) -> None:
+    """Compile each block in place (same FQNs, one graph reused by all identical blocks)."""
+    for block in model.layers:
+        block.compile(fullgraph=True)
+
+
+def apply_fsdp(
+    model: Transformer,
+    mesh: DeviceMesh,
+    param_dtype: torch.dtype | None,
+    reduce_dtype: torch.dtype = torch.float32,
+) -> FSDPModule:
+    """fully_shard each block, then the root (embeddings, final norm, head).
+
+    The last block is not resharded after forward: backward starts with it, so gathering it again
+    would be wasted communication.
+    """
+    mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
+    n = len(model.layers)
+    for i, block in enumerate(model.layers):
+        fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=i < n - 1)
+    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=False)
+    assert isinstance(model, FSDPModule)
+    return model
+
+
+def parallelize(
+    model: Transformer,
+    mesh: DeviceMesh,
+    *,
+    ac: ACMode = "none",
+    compile: bool = False,
+    param_dtype: torch.dtype | None = torch.bfloat16,
+) -> FSDPModule:
+    """AC -> compile -> fully_shard, returning the sharded root module."""
+    apply_activation_checkpointing(model, ac)
+    if compile:
+        apply_compile(model)
+    return apply_fsdp(model, mesh, param_dtype=param_dtype)
+
+
+def set_gradient_sync(model: nn.Module, sync: bool) -> None:
+    """Gradient accumulation: skip the reduce-scatter on all but the last micro-batch."""
+    if isinstance(model, FSDPModule):
+        model.set_requires_gradient_sync(sync)

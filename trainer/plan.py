@@ -1,0 +1,209 @@
+"""Back-of-the-envelope plan for a pretraining run: compute, tokens, wall time, memory per GPU.
+
+    python -m trainer.plan --params 1e9 --tokens 20e9 --gpus 64 --gpu h100 --mfu 0.4
+
+The arithmetic is the standard one (Kaplan/Chinchilla C = 6ND, the Ultra-Scale Playbook's memory
+accounting, Korthikanti et al. 2022 for activations); every assumption is printed with the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass
+
+from trainer.config import PRESETS, ModelConfig
+from trainer.metrics import PEAK_FLOPS
+
+GIB = 2**30
+CHINCHILLA_TOKENS_PER_PARAM = 20
+
+
+def derive_shape(params: float, vocab: int, aspect: int = 128, head_dim: int = 128) -> ModelConfig:
+    """A Llama-like shape with ~`params` non-embedding weights: N = 12 L d^2 and d = aspect * L.
+
+    d is rounded to a multiple of 2 heads so the head count stays even.
+    """
+    unit = 2 * head_dim
+    dim = max(unit, round((params * aspect / 12) ** (1 / 3) / unit) * unit)
+    layers = max(1, round(params / (12 * dim * dim)))
+    ffn = round(8 * dim / 3 / 256) * 256
+    heads = dim // head_dim
+    return ModelConfig(dim=dim, n_layers=layers, n_heads=heads, n_kv_heads=heads, ffn_dim=ffn, vocab_size=vocab)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """All figures of a plan (bytes are per GPU)."""
+
+    params: float
+    tokens: float
+    gpus: int
+    gpu: str
+    mfu: float
+    seq_len: int
+    micro_batch: int
+    shape: dict
+    compute_6nd: float
+    compute_with_attention: float
+    chinchilla_tokens: float
+    tokens_per_param: float
+    wall_seconds: float
+    gpu_hours: float
+    cluster_tokens_per_s: float
+    weights_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    unsharded_block_bytes: float
+    activations_bytes: dict
+    logits_bytes: float
+    total_bytes: dict
+
+
+def make_plan(
+    params: float,
+    tokens: float | None,
+    gpus: int,
+    gpu: str,
+    mfu: float,
+    seq_len: int = 2048,
+    micro_batch: int = 1,
+    shape: ModelConfig | None = None,
+    vocab: int = 50304,
+) -> Plan:
+    """Compute the plan; `shape` defaults to a Llama-like one derived from `params`."""
+    if gpu not in PEAK_FLOPS:
+        raise KeyError(f"unknown GPU {gpu!r}; known: {sorted(PEAK_FLOPS)}")
+    cfg = shape or derive_shape(params, vocab)
+    n, d = params, tokens if tokens is not None else CHINCHILLA_TOKENS_PER_PARAM * params
+    attn_per_token = 12 * cfg.n_layers * cfg.dim * seq_len
+    c_6nd = 6 * n * d
+    c_all = c_6nd + attn_per_token * d
+    sustained = gpus * PEAK_FLOPS[gpu] * mfu
+    wall = c_all / sustained
+
+    # FSDP (ZeRO-3) with bf16 compute and fp32 master weights: every persistent byte is sharded.
+    weights, grads, optim = 4 * n / gpus, 4 * n / gpus, 8 * n / gpus
+    block_params = cfg.num_params(include_embedding=False) / cfg.n_layers
+    # in flight: bf16 params of the current and the prefetched block + bf16 grads of one block
+    unsharded = 2 * (2 * block_params) + 2 * block_params
+    s, b, h, a, layers = seq_len, micro_batch, cfg.dim, cfg.n_heads, cfg.n_layers
+    per_layer_selective = s * b * h * 34  # Korthikanti: 34 sbh bytes per layer, attention recomputed
+    per_layer_none = s * b * h * (34 + 5 * a * s / h)  # + the a*s^2 score/softmax/dropout tensors
+    activations = {
+        "none": layers * per_layer_none,
+        "selective": layers * per_layer_selective,
+        "full": layers * 2 * s * b * h + per_layer_selective,  # block inputs (bf16) + one block recomputed
+    }
+    logits = 2 * 4 * s * b * cfg.vocab_size  # fp32 logits and their gradient
+    base = weights + grads + optim + unsharded + logits
+    return Plan(
+        params=n,
+        tokens=d,
+        gpus=gpus,
+        gpu=gpu,
+        mfu=mfu,
+        seq_len=seq_len,
+        micro_batch=micro_batch,
+        shape=cfg.to_dict(),
+        compute_6nd=c_6nd,
+        compute_with_attention=c_all,
+        chinchilla_tokens=CHINCHILLA_TOKENS_PER_PARAM * n,
+        tokens_per_param=d / n,
+        wall_seconds=wall,
+        gpu_hours=wall * gpus / 3600,
+        cluster_tokens_per_s=d / wall,
+        weights_bytes=weights,
+        grads_bytes=grads,
+        optimizer_bytes=optim,
+        unsharded_block_bytes=unsharded,
+        activations_bytes=activations,
+        logits_bytes=logits,
+        total_bytes={k: base + v for k, v in activations.items()},
+    )
+
+
+def _human_time(seconds: float) -> str:
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 86400 * 2:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def render(p: Plan) -> str:
+    """The plan as text, assumptions first."""
+    sh = p.shape
+    peak = PEAK_FLOPS[p.gpu]
+    lines = [
+        "Assumptions",
+        "  C = 6 N D: forward 2 FLOPs per parameter per token, backward twice that (Kaplan et al. 2020)",
+        f"  attention adds 12 L d T = {12 * sh['n_layers'] * sh['dim'] * p.seq_len:.3g} FLOPs/token "
+        "(PaLM convention); wall time uses C with it",
+        f"  {p.gpu.upper()} dense bf16 peak {peak / 1e12:.0f} TFLOP/s x MFU {p.mfu:.0%} = "
+        f"{peak * p.mfu / 1e12:.0f} TFLOP/s sustained per GPU",
+        f"  model shape: dim {sh['dim']}, {sh['n_layers']} layers, {sh['n_heads']} heads, "
+        f"ffn {sh['ffn_dim']}, vocab {sh['vocab_size']}; seq_len {p.seq_len}, "
+        f"micro-batch {p.micro_batch} per GPU",
+        "  FSDP / ZeRO-3, bf16 compute: fp32 master weights 4 B + fp32 grads 4 B + Adam m, v 8 B",
+        f"  = 16 B/param, all sharded over {p.gpus} GPUs; plus bf16 params of 2 blocks and grads of",
+        "  1 block unsharded in flight",
+        "  activations (Korthikanti et al. 2022, bf16): s b h (34 + 5 a s / h) bytes per layer; selective",
+        "  recomputation (or FlashAttention) drops the 5 a s^2 b score term; full recomputation keeps only",
+        "  each block's input (2 s b h) plus one block's working set",
+        "",
+        "Compute",
+        f"  C = 6 x {p.params:.3g} x {p.tokens:.3g} = {p.compute_6nd:.3g} FLOPs "
+        f"({p.compute_with_attention:.3g} with attention)",
+        f"  Chinchilla-optimal tokens ~ 20 N = {p.chinchilla_tokens:.3g}; this run: {p.tokens_per_param:.1f} "
+        f"tokens/param ({p.tokens / p.chinchilla_tokens:.2f}x optimal)",
+        f"  wall time on {p.gpus} GPUs: {_human_time(p.wall_seconds)} ({p.wall_seconds:.3g} s); "
+        f"{p.gpu_hours:,.0f} GPU-hours; {p.cluster_tokens_per_s:,.0f} tokens/s "
+        f"({p.cluster_tokens_per_s / p.gpus:,.0f} per GPU)",
+        "",
+        f"Memory per GPU (GiB, sharded over {p.gpus})",
+        f"  weights (fp32 shard)      {p.weights_bytes / GIB:8.2f}",
+        f"  gradients (fp32 shard)    {p.grads_bytes / GIB:8.2f}",
+        f"  optimizer (Adam m, v)     {p.optimizer_bytes / GIB:8.2f}",
+        f"  unsharded blocks (bf16)   {p.unsharded_block_bytes / GIB:8.2f}",
+        f"  logits + grad (fp32)      {p.logits_bytes / GIB:8.2f}",
+    ]
+    for mode in ("none", "selective", "full"):
+        lines.append(
+            f"  activations, AC {mode:<9} {p.activations_bytes[mode] / GIB:8.2f}   "
+            f"-> total {p.total_bytes[mode] / GIB:8.2f}"
+        )
+    lines.append(f"  (without sharding, the 16 B/param states alone are {16 * p.params / GIB:.1f} GiB per GPU)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--params", type=float, required=True, help="parameter count N, e.g. 1e9")
+    parser.add_argument("--tokens", type=float, help="training tokens D (default: Chinchilla 20 N)")
+    parser.add_argument("--gpus", type=int, required=True)
+    parser.add_argument("--gpu", choices=sorted(PEAK_FLOPS), default="h100")
+    parser.add_argument("--mfu", type=float, default=0.4)
+    parser.add_argument("--seq-len", type=int, default=2048)
+    parser.add_argument("--micro-batch", type=int, default=1, help="sequences per GPU per micro-step")
+    parser.add_argument("--model", choices=sorted(PRESETS), help="use this preset's shape (else derived)")
+    parser.add_argument("--vocab", type=int, default=50304)
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    args = parser.parse_args(argv)
+    shape = PRESETS[args.model].with_vocab(args.vocab) if args.model else None
+    plan = make_plan(
+        args.params,
+        args.tokens,
+        args.gpus,
+        args.gpu,
+        args.mfu,
+        args.seq_len,
+        args.micro_batch,
+        shape,
+        args.vocab,
+    )
+    print(json.dumps(asdict(plan), indent=1) if args.json else render(plan))
+
+
+if __name__ == "__main__":
+    main()
