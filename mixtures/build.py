@@ -1,0 +1,188 @@
+"""Build a token mixture: tokenize the sources, pick document copies to the budget, write shuffled shards.
+
+    python -m mixtures.build mixture.yaml --out out/mixture
+
+(1) every source is tokenized in parallel (pool.py) into temporary parts, which gives exact available token
+counts; (2) the spec is refused, with the numbers, if a source would need more than `max_repetition`
+passes; (3) each document gets its number of copies (plan.py); (4) all copies of all sources are
+shuffled together and written as datatrove shards, then manifest.json (last, atomically).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mixtures.manifest import MANIFEST_NAME, Manifest, ShardFile, SourceStats, TokenizerInfo, write_manifest
+from mixtures.parts import tokenize_sources
+from mixtures.plan import Demand, check_feasible, plan_copies, requested_tokens
+from mixtures.pool import run_tasks
+from mixtures.shuffle import Docs, file_cuts, shuffled_copies, source_docs
+from mixtures.sources import ResolvedSource, resolve_source
+from mixtures.spec import MixtureSpec, load_spec, spec_from_dict
+from mixtures.summary import format_summary
+from mixtures.writer import WriteTask, write_shard
+from tokenizer.artifacts import load_tokenizer, resolve_tokenizer_file, tokenizer_sha256
+from tokenizer.model import EOT
+
+TMP_DIR = ".build-tmp"
+SHARD_PREFIX = "shard"
+
+SpecLike = MixtureSpec | dict[str, Any] | str | os.PathLike[str]
+
+
+def build_mixture(
+    spec: SpecLike, out_dir: str | os.PathLike[str], overwrite: bool = False, progress: bool = True
+) -> Manifest:
+    """Build `spec` (a MixtureSpec, a dict or a YAML path) into `out_dir`; return the written manifest."""
+    spec = _as_spec(spec)
+    out = Path(out_dir)
+    sources = [resolve_source(s, spec) for s in spec.sources]
+    _refuse_reading_own_output(sources, out)
+    tok_file = resolve_tokenizer_file(spec.resolve(spec.tokenizer))
+    info = _tokenizer_info(tok_file, spec)
+    _prepare_out_dir(out, overwrite)
+    dtype = "uint16" if info.vocab_size <= 1 << 16 else "uint32"
+    tmp = out / TMP_DIR
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        append_eos = spec.separator in ("append", "both")
+        fast = spec.encoder == "auto"
+        parts = tokenize_sources(
+            sources, tok_file, info, append_eos, dtype, tmp, spec.workers, progress, fast
+        )
+        docs = [source_docs(parts, i, s.rehydrate) for i, s in enumerate(spec.sources)]
+        wanted = [requested_tokens(s.weight, spec.target_tokens) for s in spec.sources]
+        check_feasible(
+            [
+                Demand(s.name, s.weight, want, d.tokens, s.max_repetition)
+                for s, d, want in zip(spec.sources, docs, wanted, strict=True)
+            ]
+        )
+        rng = np.random.default_rng(spec.seed)
+        copies = [plan_copies(d.length, want, rng, d.weight) for d, want in zip(docs, wanted, strict=True)]
+        mixed = shuffled_copies(docs, copies, rng)
+        tasks = [
+            WriteTask(
+                out_dir=str(out),
+                filename=f"{SHARD_PREFIX}_{i:05d}.ds",
+                part_paths=tuple(p.tokens_path for p in parts),
+                dtype=dtype,
+                tokenizer_name=str(spec.tokenizer),
+                part_ids=mixed.part[a:b],
+                starts=mixed.start[a:b],
+                lengths=mixed.length[a:b],
+            )
+            for i, (a, b) in enumerate(file_cuts(mixed.length, spec.tokens_per_file))
+        ]
+        files = run_tasks(write_shard, tasks, spec.workers, desc="writing shards", progress=progress)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    manifest = _manifest(spec, info, dtype, files, docs, copies)
+    write_manifest(manifest, out)
+    manifest.root = out
+    return manifest
+
+
+def _as_spec(spec: SpecLike) -> MixtureSpec:
+    if isinstance(spec, MixtureSpec):
+        return spec
+    if isinstance(spec, dict):
+        return spec_from_dict(spec)
+    return load_spec(spec)
+
+
+def _refuse_reading_own_output(sources: list[ResolvedSource], out: Path) -> None:
+    target = out.resolve()
+    for source in sources:
+        if any(f.resolve().parent == target for f in source.files):
+            raise ValueError(f"source {source.spec.name!r} reads from the output folder {out}")
+
+
+def _prepare_out_dir(out: Path, overwrite: bool) -> None:
+    """Never mix new shards with old ones: refuse, or with `overwrite` remove the old ones first."""
+    old = [p for p in out.glob("*.ds*") if p.is_file()] if out.is_dir() else []
+    if (out / MANIFEST_NAME).exists() or old:
+        if not overwrite:
+            raise FileExistsError(
+                f"{out} already holds shards; pass overwrite=True (--overwrite) to replace them"
+            )
+        (out / MANIFEST_NAME).unlink(missing_ok=True)
+        for path in old:
+            path.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _tokenizer_info(tok_file: Path, spec: MixtureSpec) -> TokenizerInfo:
+    tok = load_tokenizer(tok_file)
+    eot = tok.token_to_id(EOT)
+    if eot is None:
+        raise ValueError(f"{tok_file} has no {EOT} token to separate documents with")
+    return TokenizerInfo(
+        sha256=tokenizer_sha256(tok_file),
+        vocab_size=tok.get_vocab_size(),
+        bos_id=eot if spec.separator in ("prepend", "both") else None,
+        eos_id=eot,
+        name_or_path=str(spec.tokenizer),
+    )
+
+
+def _manifest(
+    spec: MixtureSpec,
+    info: TokenizerInfo,
+    dtype: str,
+    files: list[ShardFile],
+    docs: list[Docs],
+    copies: list[np.ndarray],
+) -> Manifest:
+    total = sum(f.tokens for f in files)
+    sources = {}
+    for s, d, c in zip(spec.sources, docs, copies, strict=True):
+        tokens = int((d.length * c).sum())
+        sources[s.name] = SourceStats(
+            weight=s.weight,
+            tokens=tokens,
+            documents=int(c.sum()),
+            available_tokens=d.tokens,
+            repetitions=tokens / d.tokens if d.tokens else 0.0,
+            realized_ratio=tokens / total if total else 0.0,
+        )
+    return Manifest(
+        tokenizer=info,
+        token_dtype=dtype,
+        token_size=np.dtype(dtype).itemsize,
+        seq_len=spec.seq_len,
+        seed=spec.seed,
+        files=files,
+        sources=sources,
+        total_tokens=total,
+        target_tokens=spec.target_tokens,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m mixtures.build", description=__doc__.splitlines()[0])
+    parser.add_argument("spec", help="mixture YAML")
+    parser.add_argument("--out", required=True, help="output folder for shards and manifest.json")
+    parser.add_argument("--overwrite", action="store_true", help="replace shards already in --out")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    manifest = build_mixture(args.spec, args.out, overwrite=args.overwrite, progress=not args.quiet)
+    seconds = time.perf_counter() - start
+    print(format_summary(manifest))
+    print(
+        f"{manifest.total_tokens / seconds:,.0f} tokens/s in {seconds:.1f}s; "
+        f"manifest: {Path(args.out) / MANIFEST_NAME}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Run independent tasks in parallel: threads in this process by default, worker processes on request.
+
+Tokenizing releases the GIL and fans out over all cores on its own (Rust threads), so a few Python
+threads are enough to keep reading, converting and writing overlapped with it: no process start-up, no
+pickling. Past a few dozen cores the GIL-bound part (ids -> numpy, ~30 ns a token) becomes the limit;
+`workers > 1` then runs that many processes (from a forkserver, so a parent that already runs Arrow or
+tokenizers threads cannot hand a child a held lock), each with cores / workers Rust threads. Like any
+multiprocessing caller, a script using processes needs the `if __name__ == "__main__":` guard.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from typing import TypeVar
+
+from tqdm import tqdm
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_PRELOAD = ["numpy", "pyarrow.parquet", "tokenizers", "mixtures.encode", "mixtures.writer"]
+
+
+def available_cores() -> int:
+    """Cores this process may run on (respects CPU affinity, unlike os.cpu_count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def run_tasks(
+    fn: Callable[[T], R], tasks: Sequence[T], workers: int = 1, desc: str = "", progress: bool = True
+) -> list[R]:
+    """`[fn(t) for t in tasks]` in parallel; results in task order. `workers` > 1 means processes."""
+    bar = tqdm(total=len(tasks), desc=desc, unit="task", disable=not progress or not tasks)
+    try:
+        if len(tasks) <= 1:
+            results = [fn(task) for task in tasks]
+            bar.update(len(tasks))
+            return results
+        with _executor(workers, len(tasks)) as pool:
+            futures = {pool.submit(fn, task): i for i, task in enumerate(tasks)}
+            out: list[R | None] = [None] * len(tasks)
+            for future in as_completed(futures):
+                out[futures[future]] = future.result()
+                bar.update()
+        return out  # type: ignore[return-value]
+    finally:
+        bar.close()
+
+
+def _executor(workers: int, n_tasks: int) -> Executor:
+    cores = available_cores()
+    if workers <= 1:
+        return ThreadPoolExecutor(max_workers=min(n_tasks, cores))
+    n = min(workers, n_tasks)
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    return ProcessPoolExecutor(n, mp_context=ctx, initializer=_init_worker, initargs=(max(1, cores // n),))
+
+
+def _init_worker(threads: int) -> None:
+    os.environ["RAYON_NUM_THREADS"] = str(threads)
+    os.environ["TOKENIZERS_PARALLELISM"] = "true" if threads > 1 else "false"

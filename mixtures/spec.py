@@ -1,0 +1,185 @@
+"""The mixture spec (YAML): which sources, in what proportions, up to what token budget.
+
+    tokenizer: out/tokenizer            # tokenizer.json or its folder
+    target_tokens: 2_000_000_000
+    seq_len: 2048
+    seed: 0
+    separator: append                   # append | prepend | both (see tokenizer/README.md)
+    tokens_per_file: 268435456          # output shard size (the trainer reads files in parallel)
+    workers: 1                          # 1: this process, all cores; N > 1: N processes (pool.py)
+    encoder: auto                       # auto: tiktoken when installed and equivalent (encoders.py); hf
+    sources:
+      - name: cc-2024-10
+        path: out/CC-MAIN-2024-10       # run dir, parquet folder or glob, or token shards (.ds)
+        weight: 0.8
+        max_repetition: 1
+        rehydrate: {1: 1, 2: 3, 3: 4, 5: 6, 100: 1}   # optional, FineWeb-2 style
+      - name: wiki
+        path: "data/wiki/*.parquet"
+        weight: 0.2
+        max_repetition: 4
+
+Relative paths are resolved against the spec file's folder.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SEPARATORS = ("append", "prepend", "both")
+ENCODERS = ("auto", "hf")
+
+
+class SpecError(ValueError):
+    """The spec is malformed (as opposed to well-formed but not satisfiable by the data)."""
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """One source: documents (curated parquet) or already tokenized shards, and its share."""
+
+    name: str
+    paths: tuple[str, ...]
+    weight: float
+    max_repetition: float = 1.0
+    rehydrate: dict[int, int] | None = None
+    column: str = "text"
+    cluster_column: str = "minhash_cluster_size"
+
+
+@dataclass(frozen=True)
+class MixtureSpec:
+    """A whole mixture; weights are normalised to sum to 1."""
+
+    sources: tuple[SourceSpec, ...]
+    target_tokens: int
+    seq_len: int
+    tokenizer: str
+    seed: int = 0
+    separator: str = "append"
+    tokens_per_file: int = 1 << 28
+    workers: int = 1
+    encoder: str = "auto"
+    base_dir: Path = field(default_factory=Path.cwd)
+
+    def resolve(self, path: str) -> str:
+        """A spec path made absolute against the spec's folder (globs kept as globs)."""
+        return path if os.path.isabs(path) else str(self.base_dir / path)
+
+
+def load_spec(path: str | os.PathLike[str]) -> MixtureSpec:
+    """Parse a YAML spec file."""
+    p = Path(path)
+    with open(p, encoding="utf-8") as handle:
+        data = yaml.safe_load(handle)
+    return spec_from_dict(data, base_dir=p.resolve().parent)
+
+
+def spec_from_dict(data: dict[str, Any], base_dir: str | os.PathLike[str] | None = None) -> MixtureSpec:
+    """Validate a spec dict; raise SpecError naming the offending key."""
+    if not isinstance(data, dict):
+        raise SpecError("spec must be a mapping")
+    unknown = set(data) - {
+        "sources",
+        "target_tokens",
+        "seq_len",
+        "seed",
+        "tokenizer",
+        "separator",
+        "tokens_per_file",
+        "workers",
+        "encoder",
+    }
+    if unknown:
+        raise SpecError(f"unknown spec keys: {sorted(unknown)}")
+    for key in ("sources", "target_tokens", "seq_len", "tokenizer"):
+        if key not in data:
+            raise SpecError(f"spec is missing `{key}`")
+    raw_sources = data["sources"]
+    if not isinstance(raw_sources, list) or not raw_sources:
+        raise SpecError("`sources` must be a non-empty list")
+    sources = [_source(s, i) for i, s in enumerate(raw_sources)]
+    names = [s.name for s in sources]
+    if len(set(names)) != len(names):
+        raise SpecError(f"source names must be unique: {names}")
+    total_weight = sum(s.weight for s in sources)
+    if total_weight <= 0:
+        raise SpecError("source weights must sum to more than 0")
+    sources = [replace(s, weight=s.weight / total_weight) for s in sources]
+    separator = str(data.get("separator", "append"))
+    if separator not in SEPARATORS:
+        raise SpecError(f"`separator` must be one of {SEPARATORS}, got {separator!r}")
+    workers = data.get("workers")
+    encoder = str(data.get("encoder", "auto"))
+    if encoder not in ENCODERS:
+        raise SpecError(f"`encoder` must be one of {ENCODERS}, got {encoder!r}")
+    return MixtureSpec(
+        sources=tuple(sources),
+        target_tokens=_positive_int(data["target_tokens"], "target_tokens"),
+        seq_len=_positive_int(data["seq_len"], "seq_len"),
+        tokenizer=str(data["tokenizer"]),
+        seed=int(data.get("seed", 0)),
+        separator=separator,
+        tokens_per_file=_positive_int(data.get("tokens_per_file", 1 << 28), "tokens_per_file"),
+        workers=1 if workers is None else _positive_int(workers, "workers"),
+        encoder=encoder,
+        base_dir=Path(base_dir) if base_dir is not None else Path.cwd(),
+    )
+
+
+def _source(raw: Any, idx: int) -> SourceSpec:
+    if not isinstance(raw, dict):
+        raise SpecError(f"sources[{idx}] must be a mapping")
+    where = f"sources[{idx}] ({raw.get('name', '?')})"
+    unknown = set(raw) - {"name", "path", "weight", "max_repetition", "rehydrate", "column", "cluster_column"}
+    if unknown:
+        raise SpecError(f"{where}: unknown keys {sorted(unknown)}")
+    for key in ("name", "path", "weight"):
+        if key not in raw:
+            raise SpecError(f"{where}: missing `{key}`")
+    paths = raw["path"] if isinstance(raw["path"], list) else [raw["path"]]
+    weight = float(raw["weight"])
+    max_rep = float(raw.get("max_repetition", 1.0))
+    if not math.isfinite(weight) or weight < 0:
+        raise SpecError(f"{where}: weight must be >= 0, got {raw['weight']!r}")
+    if not math.isfinite(max_rep) or max_rep <= 0:
+        raise SpecError(f"{where}: max_repetition must be > 0, got {raw.get('max_repetition')!r}")
+    return SourceSpec(
+        name=str(raw["name"]),
+        paths=tuple(str(p) for p in paths),
+        weight=weight,
+        max_repetition=max_rep,
+        rehydrate=_rehydrate(raw.get("rehydrate"), where),
+        column=str(raw.get("column", "text")),
+        cluster_column=str(raw.get("cluster_column", "minhash_cluster_size")),
+    )
+
+
+def _rehydrate(raw: Any, where: str) -> dict[int, int] | None:
+    if raw is None or raw is False:
+        return None
+    if not isinstance(raw, dict) or not raw:
+        raise SpecError(f"{where}: rehydrate must map cluster sizes to repetition counts")
+    try:
+        table = {int(k): int(v) for k, v in raw.items()}
+    except (TypeError, ValueError) as err:
+        raise SpecError(f"{where}: rehydrate keys and values must be integers") from err
+    if min(table) < 1 or min(table.values()) < 0:
+        raise SpecError(f"{where}: rehydrate cluster sizes must be >= 1 and counts >= 0")
+    return table
+
+
+def _positive_int(value: Any, key: str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError) as err:
+        raise SpecError(f"`{key}` must be an integer, got {value!r}") from err
+    if number <= 0 or number != float(value):
+        raise SpecError(f"`{key}` must be a positive integer, got {value!r}")
+    return number

@@ -1,0 +1,73 @@
+"""The tokenizer folder on disk: tokenizer.json plus what transformers needs to load it by folder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer
+
+from tokenizer.model import EOT
+
+TOKENIZER_FILE = "tokenizer.json"
+
+
+def resolve_tokenizer_file(path: str | os.PathLike[str]) -> Path:
+    """Accept a tokenizer.json or a folder holding one."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / TOKENIZER_FILE
+    if not p.is_file():
+        raise FileNotFoundError(f"no tokenizer file at {p}")
+    return p
+
+
+def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
+    """Load a local tokenizer.json (or folder); never reaches the Hub."""
+    return Tokenizer.from_file(str(resolve_tokenizer_file(path)))
+
+
+def tokenizer_sha256(path: str | os.PathLike[str]) -> str:
+    """sha256 of the tokenizer.json bytes: the identity the manifest and the trainer compare."""
+    return hashlib.sha256(resolve_tokenizer_file(path).read_bytes()).hexdigest()
+
+
+def write_tokenizer_dir(tok: Tokenizer, out_dir: Path, training: dict[str, Any]) -> Path:
+    """Write tokenizer.json, transformers' config files and a training record, each atomically."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _atomic_write(out_dir / TOKENIZER_FILE, tok.to_str(pretty=True))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": EOT,
+        "eos_token": EOT,
+        "unk_token": None,
+        "pad_token": None,
+        "add_bos_token": False,
+        "add_eos_token": False,
+        # byte-level BPE is lossless; transformers' default clean-up would rewrite " ." to "."
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": 1_000_000_000_000_000_019_884_624_838_656,
+    }
+    _atomic_write(out_dir / "tokenizer_config.json", json.dumps(config, indent=2))
+    _atomic_write(out_dir / "special_tokens_map.json", json.dumps({"bos_token": EOT, "eos_token": EOT}))
+    record = {**training, "sha256": tokenizer_sha256(out_dir)}
+    _atomic_write(out_dir / "training.json", json.dumps(record, indent=2))
+    return out_dir / TOKENIZER_FILE
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; the tokenizer is shared
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

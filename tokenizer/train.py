@@ -1,0 +1,133 @@
+"""Train a byte-level BPE tokenizer on curated documents.
+
+python -m tokenizer.train --input out/CC-MAIN-2024-10 --vocab-size 32768 --out out/tokenizer
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tokenizers import pre_tokenizers, trainers
+
+from tokenizer.artifacts import tokenizer_sha256, write_tokenizer_dir
+from tokenizer.corpus import SampleStats, sample_texts
+from tokenizer.inputs import resolve_parquet
+from tokenizer.model import EOT, new_bpe
+from tokenizer.pattern import split_pattern
+
+DEFAULT_CHAR_BUDGET = 2_000_000_000
+DEFAULT_DOC_CHAR_CAP = 100_000
+
+
+@dataclass
+class TrainResult:
+    """Where the tokenizer went and what it was trained on."""
+
+    path: Path
+    sha256: str
+    vocab_size: int
+    eot_id: int
+    documents: int
+    chars: int
+    seconds: float
+
+
+def train_tokenizer(
+    inputs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str],
+    vocab_size: int = 32768,
+    char_budget: int = DEFAULT_CHAR_BUDGET,
+    doc_char_cap: int = DEFAULT_DOC_CHAR_CAP,
+    max_digits: int | None = 3,
+    number_space: bool = True,
+    min_frequency: int = 2,
+    seed: int = 0,
+    column: str = "text",
+    progress: bool = True,
+) -> TrainResult:
+    """Train on a seeded sample of the parquet documents in `inputs`; write the tokenizer folder."""
+    start = time.perf_counter()
+    files = resolve_parquet(inputs)
+    pattern = split_pattern(max_digits=max_digits, number_space=number_space)
+    tok = new_bpe(pattern)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=[EOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=progress,
+    )
+    stats = SampleStats()
+    batches = sample_texts(
+        files, char_budget, doc_char_cap, seed=seed, column=column, progress=progress, stats=stats
+    )
+    tok.train_from_iterator(batches, trainer=trainer)
+    if stats.documents_used == 0:
+        raise ValueError(f"no non-empty `{column}` values in {len(files)} parquet file(s)")
+    seconds = time.perf_counter() - start
+    training = {
+        "inputs": [str(f) for f in files],
+        "vocab_size_requested": vocab_size,
+        "vocab_size": tok.get_vocab_size(),
+        "split_pattern": pattern,
+        "char_budget": char_budget,
+        "doc_char_cap": doc_char_cap,
+        "min_frequency": min_frequency,
+        "seed": seed,
+        "separator": {"token": EOT, "placement": "appended after each document by the shard writer"},
+        "sample": asdict(stats),
+        "seconds": round(seconds, 3),
+    }
+    path = write_tokenizer_dir(tok, Path(out_dir), training)
+    return TrainResult(
+        path=path,
+        sha256=tokenizer_sha256(path),
+        vocab_size=tok.get_vocab_size(),
+        eot_id=tok.token_to_id(EOT),
+        documents=stats.documents_used,
+        chars=stats.chars_used,
+        seconds=seconds,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tokenizer.train", description=__doc__.splitlines()[0])
+    parser.add_argument("--input", nargs="+", required=True, help="run dirs, parquet folders, globs, files")
+    parser.add_argument("--out", required=True, help="output folder for tokenizer.json and friends")
+    parser.add_argument("--vocab-size", type=int, default=32768)
+    parser.add_argument("--char-budget", type=int, default=DEFAULT_CHAR_BUDGET, help="characters to sample")
+    parser.add_argument("--doc-char-cap", type=int, default=DEFAULT_DOC_CHAR_CAP, help="chars kept per doc")
+    parser.add_argument("--max-digits", type=int, default=3, help="digit group size; 0 = unlimited")
+    parser.add_argument("--no-number-space", action="store_true", help="GPT-4 exact: no space before numbers")
+    parser.add_argument("--min-frequency", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--column", default="text")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+    result = train_tokenizer(
+        args.input,
+        args.out,
+        vocab_size=args.vocab_size,
+        char_budget=args.char_budget,
+        doc_char_cap=args.doc_char_cap,
+        max_digits=args.max_digits or None,
+        number_space=not args.no_number_space,
+        min_frequency=args.min_frequency,
+        seed=args.seed,
+        column=args.column,
+        progress=not args.quiet,
+    )
+    print(
+        f"wrote {result.path} (vocab {result.vocab_size}, {EOT} id {result.eot_id}, "
+        f"sha256 {result.sha256[:12]}) from {result.documents} documents, "
+        f"{result.chars:,} chars in {result.seconds:.1f}s"
+    )
+
+
+if __name__ == "__main__":
+    main()
