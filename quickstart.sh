@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/install.sh
-exec .venv/bin/python -m pipelines.run sample --out out "$@"
+exec .venv/bin/python -m pipelines.run sample --out out --train "$@"

@@ -67,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local", help="where tasks run")
     parser.add_argument("--no-dedup", action="store_true", help="skip MinHash deduplication after curation")
+    parser.add_argument(
+        "--train",
+        action="store_true",
+        help="then train a tokenizer, build a one-epoch mixture and train the tiny model (torchrun, 2 ranks)",
+    )
     return parser
 
 
@@ -193,6 +198,13 @@ def main(argv: list[str] | None = None) -> int:
         tasks.update(run_dedup(args, layout))
     stats = merge_run_stats(layout.root, list(tasks), tasks)
     print_summary(layout, stats)
+    from pipelines.report import write_report
+
+    print(f"report: {write_report(layout.root)}")
+    if args.train:
+        from pipelines.chain import print_chain, run_chain
+
+        print_chain(run_chain(layout.root))
     return 0
 
 

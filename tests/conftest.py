@@ -25,9 +25,9 @@ def run_cli(*args: str, timeout: float = 900, check: bool = True) -> subprocess.
 
 @pytest.fixture(scope="session")
 def sample_run(tmp_path_factory) -> Path:
-    """``python -m pipelines.run sample`` once per test session; returns the run directory."""
+    """``python -m pipelines.run sample --train`` (the quickstart's job) once per session: the run dir."""
     out = tmp_path_factory.mktemp("sample-run")
-    proc = run_cli("pipelines.run", "sample", "--out", str(out), "--workers", "2")
+    proc = run_cli("pipelines.run", "sample", "--out", str(out), "--workers", "2", "--train")
     run_dir = out / "sample"
     (run_dir / "cli-stdout.txt").write_text(proc.stdout)
     return run_dir

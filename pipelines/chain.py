@@ -1,0 +1,107 @@
+"""The rest of the chain after curation, for one run directory: tokenizer -> mixture -> training.
+
+``python -m pipelines.run sample --train`` (what ``quickstart.sh`` runs) ends here: a byte-level BPE
+trained on the deduplicated documents, a one-epoch mixture of all their tokens, and one epoch of the
+tiny model under ``torchrun`` (2 ranks, gloo on CPU), exported to a Hugging Face checkpoint. Each
+step is skipped when its output is already complete, so a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class ChainConfig:
+    vocab_size: int = 4096
+    seq_len: int = 256
+    model: str = "tiny"
+    nproc: int = 2
+    micro_batch: int = 8
+    lr: float = 3e-3
+    tokens_per_file: int = 20_000
+
+
+def _documents(run_dir: Path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    folder = run_dir / "deduped" if list((run_dir / "deduped").glob("*.parquet")) else run_dir / "curated"
+    texts: list[str] = []
+    for file in sorted(folder.glob("*.parquet")):
+        texts += pq.read_table(file, columns=["text"]).column("text").to_pylist()
+    return texts
+
+
+def available_tokens(tokenizer_json: Path, texts: list[str]) -> int:
+    """Tokens of every document plus its ``<|endoftext|>``: the size of one epoch over them."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_json))
+    return sum(len(e.ids) + 1 for e in tokenizer.encode_batch(texts))
+
+
+def run_chain(run_dir: Path, config: ChainConfig | None = None) -> dict[str, str]:
+    from mixtures.build import build_mixture
+    from tokenizer.train import train_tokenizer
+
+    config = config or ChainConfig()
+    tok_dir, mix_dir, train_dir = run_dir / "tokenizer", run_dir / "mixture", run_dir / "train"
+    if not (tok_dir / "tokenizer.json").is_file():
+        print(f"\n== tokenizer: byte-level BPE, vocab {config.vocab_size} -> {tok_dir}", flush=True)
+        train_tokenizer([str(run_dir)], tok_dir, vocab_size=config.vocab_size)
+    if not (mix_dir / "manifest.json").is_file():
+        texts = _documents(run_dir)
+        target = available_tokens(tok_dir / "tokenizer.json", texts)
+        print(f"\n== mixture: {len(texts)} documents, {target} tokens (one epoch) -> {mix_dir}", flush=True)
+        spec = {
+            "tokenizer": str(tok_dir),
+            "target_tokens": target,
+            "seq_len": config.seq_len,
+            "seed": 0,
+            "tokens_per_file": config.tokens_per_file,
+            "sources": [{"name": run_dir.name, "path": str(run_dir), "weight": 1.0, "max_repetition": 1}],
+        }
+        build_mixture(spec, mix_dir, overwrite=True)
+    if not (train_dir / "hf" / "config.json").is_file():
+        print(f"\n== train: {config.model} model, one epoch, torchrun x{config.nproc} -> {train_dir}", flush=True)
+        command = [
+            sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={config.nproc}",
+            str(REPO / "trainer" / "fsdp_train.py"),
+            "--shards", str(mix_dir), "--tokenizer", str(tok_dir), "--model", config.model,
+            "--out", str(train_dir), "--micro-batch", str(config.micro_batch), "--lr", str(config.lr),
+            "--val-holdout-files", "1", "--eval-every", "5", "--log-every", "5",
+        ]  # fmt: skip
+        subprocess.run(command, check=True, cwd=REPO, env={**_env(), "OMP_NUM_THREADS": "1"})
+    return {
+        "tokenizer": str(tok_dir / "tokenizer.json"),
+        "mixture": str(mix_dir / "manifest.json"),
+        "metrics": str(train_dir / "metrics.jsonl"),
+        "hf": str(train_dir / "hf"),
+    }
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def print_chain(result: dict[str, str]) -> None:
+    losses = []
+    metrics = Path(result["metrics"])
+    if metrics.is_file():
+        for line in metrics.read_text().splitlines():
+            row = json.loads(line)
+            if "loss" in row:
+                losses.append(row["loss"])
+    print(f"tokenizer: {result['tokenizer']}")
+    print(f"token mixture: {result['mixture']}")
+    if losses:
+        print(f"training loss: {losses[0]:.3f} -> {losses[-1]:.3f} over the epoch ({result['metrics']})")
+    print(f"Hugging Face checkpoint: {result['hf']}")

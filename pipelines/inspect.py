@@ -1,0 +1,205 @@
+"""``python -m pipelines.inspect RUN``: browse a run's documents in the terminal, with signals and reason.
+
+Kept documents by default (``deduped/`` when dedup ran, else ``curated/``); ``--removed RULE`` shows
+what a step dropped, where RULE is a ``removed/`` folder (``gopher_quality``, ``language``,
+``minhash``, ...), a step name, a drop reason (``dup_line_frac``, ``precheck``, ...) or ``all``.
+``--grep`` keeps documents whose text or URL matches a regex; ``--sample N`` picks N at random
+(seeded, so a colleague sees the same ones). Files are streamed, so a whole dump is fine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipelines.report_data import STEP_ALIASES, DocSet, RunInfo, disk_reasons, load_run, normalize, resolve_run_dir
+from pipelines.report_scan import iter_batches
+
+TEXT_FIELDS = ("text", "id", "url", "dump", "date", "warc_path", "language", "filter_reason")
+
+
+@dataclass
+class Selection:
+    """Which document sets to read, and which drop reason to keep (None: any)."""
+
+    sets: list[DocSet]
+    reason: str | None = None
+
+
+class UsageError(ValueError):
+    """A RULE or option that names nothing in this run."""
+
+
+def available(run: RunInfo) -> str:
+    """What ``--removed`` accepts in this run, for the error message and ``--list``."""
+    lines = [f"kept documents (the default): {run.kept.label}", "--removed takes a folder, one of its reasons, or all:"]
+    for docset in run.removed:
+        reasons = ", ".join(f"{r} ({n:,})" for r, n in disk_reasons(docset).most_common())
+        step = f"by {run.steps[docset.step].name}" if docset.step is not None else "(no step in stats.json)"
+        lines.append(f"  {docset.key:20} removed {step}: {reasons}")
+    return "\n".join(lines)
+
+
+def select(run: RunInfo, rule: str | None, curated: bool = False) -> Selection:
+    """Resolve ``--removed RULE`` (a folder, step name or reason; or None for the kept documents)."""
+    if rule is None:
+        if curated:
+            files = sorted((run.root / "curated").glob("*.parquet"))
+            return Selection([DocSet("kept", "kept (curated/)", files)])
+        return Selection([run.kept])
+    if rule == "all":
+        return Selection(list(run.removed))
+    by_key = [s for s in run.removed if s.key == rule]
+    by_step = [s for s in run.removed if s.step is not None and normalize(run.steps[s.step].name) == normalize(rule)]
+    if by_key or by_step:
+        return Selection(by_key or by_step)
+    by_reason = [s for s in run.removed if rule in disk_reasons(s)]
+    if by_reason:
+        return Selection(by_reason, reason=rule)
+    if rule in STEP_ALIASES or any(normalize(s.name) == normalize(rule) or rule in s.reasons for s in run.steps):
+        return Selection([])  # a step or reason of this run that removed nothing on disk
+    raise UsageError(f"no removed documents for {rule!r} in this run; --removed takes one of:\n{available(run)}")
+
+
+def documents(selection: Selection, pattern: re.Pattern | None) -> Iterator[tuple[DocSet, dict]]:
+    """Matching documents, streamed in file order."""
+    for docset in selection.sets:
+        for batch in iter_batches(docset.files):
+            for row in batch.to_pylist():
+                reason = row.get("filter_reason") or docset.default_reason
+                if selection.reason is not None and reason != selection.reason:
+                    continue
+                if pattern is not None and not (
+                    pattern.search(row.get("text") or "") or pattern.search(row.get("url") or "")
+                ):
+                    continue
+                row["filter_reason"] = reason
+                yield docset, row
+
+
+def sample(stream: Iterator[tuple[DocSet, dict]], n: int, seed: int) -> tuple[list[tuple[DocSet, dict]], int]:
+    """A uniform random ``n`` of the stream (reservoir), in stream order, and how many there were."""
+    rng = random.Random(seed)
+    picked: list[tuple[int, tuple[DocSet, dict]]] = []
+    seen = 0
+    for item in stream:
+        if len(picked) < n:
+            picked.append((seen, item))
+        else:
+            j = rng.randrange(seen + 1)
+            if j < n:
+                picked[j] = (seen, item)
+        seen += 1
+    return [item for _, item in sorted(picked, key=lambda p: p[0])], seen
+
+
+def _excerpt(text: str, pattern: re.Pattern | None, chars: int) -> str:
+    """The text (or ``chars`` of it around the first match), with the match marked »like this«."""
+    match = pattern.search(text) if pattern is not None else None
+    if chars and len(text) > chars:
+        start = max(0, match.start() - chars // 3) if match else 0
+        end = start + chars
+        body = ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
+    else:
+        body = text
+    if pattern is not None:
+        body = pattern.sub(lambda m: f"»{m.group(0)}«", body)
+    return body
+
+
+def format_document(docset: DocSet, row: dict, pattern: re.Pattern | None, chars: int, width: int) -> str:
+    """One document as a terminal block: where it went and why, metadata, signals, text."""
+    where = "kept" if docset.key == "kept" else f"removed/{docset.key}"
+    reason = row.get("filter_reason")
+    head = f"── [{where}" + (f" · {reason}" if reason and docset.key != "kept" else "") + f"] {row.get('url') or ''}"
+    score = row.get("language_score")
+    meta = [
+        f"id {row.get('id')}",
+        f"date {row.get('date')}",
+        f"language {row.get('language') or '–'}" + (f" ({score:.3f})" if isinstance(score, float) else ""),
+        f"tokens {len((row.get('text') or '').split()):,}",
+    ]
+    size = row.get("minhash_cluster_size")
+    if size is not None:
+        meta.append(f"cluster {row.get('minhash_cluster_id')} of {size}" if size > 1 else "no near-duplicate")
+    signals = [
+        f"{k}={v:.4g}"
+        for k, v in row.items()
+        if k not in TEXT_FIELDS and k != "language_score" and isinstance(v, float) and v == v
+    ]
+    sig = textwrap.fill(" ".join(signals), width, initial_indent="signals: ", subsequent_indent="  ") if signals else ""
+    text = _excerpt(row.get("text") or "", pattern, chars) or "(no text)"
+    body = "\n".join(
+        textwrap.fill(line, width, initial_indent="  ", subsequent_indent="  ") or "  " for line in text.splitlines()
+    )
+    return "\n".join(x for x in (head, "  ".join(meta), sig, body) if x) + "\n"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines.inspect",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("run", type=Path, help="run directory (OUT/<DUMP>), or an OUT folder holding one run")
+    parser.add_argument("--removed", metavar="RULE", help="removed documents: folder, step, reason, or 'all'")
+    parser.add_argument("--curated", action="store_true", help="kept documents before dedup (curated/)")
+    parser.add_argument("--sample", type=int, metavar="N", help="N documents at random (seeded)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
+    parser.add_argument("--grep", metavar="PATTERN", help="only documents whose text or URL matches this regex")
+    parser.add_argument("-i", "--ignore-case", action="store_true", help="--grep ignores case")
+    parser.add_argument("--limit", type=int, default=10, help="without --sample: the first N matches (default 10)")
+    parser.add_argument("--chars", type=int, default=600, help="characters of text per document (0: all)")
+    parser.add_argument("--list", action="store_true", help="list what --removed accepts in this run and exit")
+    return parser
+
+
+def run_inspect(args: argparse.Namespace, out=sys.stdout) -> int:
+    """Print the selected documents; 2 on a bad RUN, RULE or pattern."""
+    try:
+        run = load_run(resolve_run_dir(args.run))
+        if args.list:
+            print(f"{run.root}\n{available(run)}", file=out)
+            return 0
+        selection = select(run, args.removed, args.curated)
+        pattern = re.compile(args.grep, re.IGNORECASE if args.ignore_case else 0) if args.grep else None
+        if args.sample is not None and args.sample < 1:
+            raise UsageError("--sample must be >= 1")
+    except (FileNotFoundError, UsageError, re.error) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    width = min(os.get_terminal_size().columns if out.isatty() else 100, 120)
+    stream = documents(selection, pattern)
+    if args.sample is not None:
+        items, total = sample(stream, args.sample, args.seed)
+        summary = f"{len(items)} of {total:,} matching documents, sampled with seed {args.seed}"
+    else:
+        items = [item for _, item in zip(range(args.limit + 1), stream, strict=False)]
+        more = len(items) > args.limit
+        items = items[: args.limit]
+        summary = f"first {len(items)} matching documents" if items else "no matching documents"
+        summary += " (more match: --limit, --sample)" if more else ""
+    for docset, row in items:
+        print(format_document(docset, row, pattern, args.chars, width), file=out)
+    print(summary, file=out)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run_inspect(args)
+    except BrokenPipeError:  # `| head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""The shape of a finished run: its steps (from ``stats.json``) and the document sets on disk.
+
+The report and the inspector both need to know which ``removed/<dir>/`` files belong to which
+step of ``stats.json``; that mapping lives here, once. Counts always come from ``stats.json``; the
+parquet files are only read for what stats cannot say (tokens, lengths, languages, samples).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from pipelines.layout import RunLayout
+
+# stages whose output is documents, in run order; the other dedup_* stages only compute signatures,
+# buckets and clusters (a filter there only pre-filters signature input, it removes nothing)
+STAGE_ORDER = ("curate", "dedup_filter")
+PRECHECK_SUFFIX = "-precheck.parquet"
+# removed/<dir> -> words of the step name that writes it, where the dir is not named after the step
+STEP_ALIASES: dict[str, tuple[str, ...]] = {
+    "url": ("url filter",),
+    "extraction": ("trafilatura", "extract"),
+    "language": ("language id",),
+    "minhash": ("dedup filter",),
+    "exact": ("exact",),
+    "quality_classifier": ("quality classifier", "quality_classifier"),
+}
+# the reason of a dropped document with no filter_reason (older dedup filters wrote none)
+DEFAULT_REASON: dict[str, str] = {"minhash": "minhash_duplicate", "exact": "exact_duplicate"}
+
+
+def short_name(name: str) -> str:
+    """``'🔻 - FILTER: 📏 gopher_quality'`` -> ``'gopher_quality'`` (datatrove decorates step names)."""
+    tail = name.split(": ", 1)[-1]
+    return "".join(ch for ch in tail if ch.isascii()).strip() or tail
+
+
+def normalize(text: str) -> str:
+    """Step and folder names compared loosely: case and ``_`` vs space do not matter."""
+    return text.lower().replace("_", " ").strip()
+
+
+@dataclass
+class Step:
+    """One filtering step of ``stats.json``: documents in, kept and dropped, by reason."""
+
+    stage: str
+    name: str
+    n_in: int
+    kept: int
+    dropped: int
+    reasons: dict[str, int]
+    removed_dirs: list[str] = field(default_factory=list)
+
+    @property
+    def unexplained(self) -> int:
+        """Drops that no reason accounts for (the dedup filter records none)."""
+        return max(self.dropped - sum(self.reasons.values()), 0)
+
+
+@dataclass
+class DocSet:
+    """Parquet files of one kind of document: the kept ones, or those one step removed."""
+
+    key: str  # "kept" or the removed/ dir(s) of a step, e.g. "gopher_quality"
+    label: str
+    files: list[Path]
+    step: int | None = None  # index into RunInfo.steps; None for kept or an unknown dir
+    default_reason: str | None = None
+
+
+@dataclass
+class RunInfo:
+    """A run directory read for reporting: metadata, stats, steps in pipeline order, document sets."""
+
+    root: Path
+    meta: dict
+    stats: dict
+    steps: list[Step]
+    reader: dict[str, int]
+    kept: DocSet
+    removed: list[DocSet]
+
+    @property
+    def dump(self) -> str:
+        return str(self.meta.get("dump") or self.root.name)
+
+    def step_index(self, dir_name: str) -> int | None:
+        """Index of the step that wrote ``removed/<dir_name>/``."""
+        return next((i for i, s in enumerate(self.steps) if dir_name in s.removed_dirs), None)
+
+
+def _document_stages(stats: dict) -> list[str]:
+    stages = list(stats.get("stages", {}))
+    known = [s for s in STAGE_ORDER if s in stages]
+    return known + [s for s in stages if s not in known and not s.startswith("dedup_")]
+
+
+def filtering_steps(stats: dict) -> list[Step]:
+    """Steps with documents in and kept (filters, extraction, dedup filter), in pipeline order."""
+    steps = []
+    for stage in _document_stages(stats):
+        for raw in stats["stages"][stage].get("steps", []):
+            if raw.get("in") is None or raw.get("kept") is None:
+                continue
+            steps.append(
+                Step(
+                    stage=stage,
+                    name=short_name(raw["name"]),
+                    n_in=int(raw["in"]),
+                    kept=int(raw["kept"]),
+                    dropped=int(raw.get("dropped") or 0),
+                    reasons={k: int(v) for k, v in (raw.get("dropped_by_reason") or {}).items()},
+                )
+            )
+    return steps
+
+
+def reader_counters(stats: dict) -> dict[str, int]:
+    """The WARC reader's counters (records read, skipped by type, damage found)."""
+    for raw in stats.get("stages", {}).get("curate", {}).get("steps", []):
+        if raw.get("in") is None and "records" in (raw.get("counters") or {}):
+            return {k: int(v) for k, v in raw["counters"].items()}
+    return {}
+
+
+def candidates(dir_name: str, steps: list[Step]) -> list[int]:
+    """Steps that may write ``removed/<dir_name>/``: same name, else an alias, else a name containing it."""
+    want = normalize(dir_name)
+    names = [normalize(s.name) for s in steps]
+    for test in (
+        lambda name: name == want,
+        lambda name: any(alias in name for alias in STEP_ALIASES.get(dir_name, ())),
+        lambda name: want in name,
+    ):
+        found = [i for i, name in enumerate(names) if test(name)]
+        if found:
+            return found
+    return []
+
+
+def match_dir(dir_name: str, steps: list[Step], rows: int | None = None) -> int | None:
+    """The step that wrote ``removed/<dir_name>/``. Several steps can share a name (the exact and the
+    MinHash dedup filter): then the first one not yet matched whose drop count equals ``rows`` wins."""
+    free = [i for i in candidates(dir_name, steps) if not steps[i].removed_dirs]
+    if not free:
+        return None
+    return next((i for i in free if steps[i].dropped == rows), free[0])
+
+
+def disk_reasons(docset: DocSet) -> Counter:
+    """``filter_reason`` counts of a set's files (only that column is read)."""
+    counts: Counter = Counter()
+    for path in docset.files:
+        pf = pq.ParquetFile(path)
+        if "filter_reason" in pf.schema_arrow.names:
+            values = pf.read(columns=["filter_reason"]).column(0).to_pylist()
+            counts.update(v or docset.default_reason or "(none)" for v in values)
+        else:
+            counts[docset.default_reason or "(none)"] += pf.metadata.num_rows
+    return counts
+
+
+def _rows(files: list[Path]) -> int:
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+
+
+def _removed_sets(layout: RunLayout, steps: list[Step]) -> list[DocSet]:
+    root = layout.removed_root
+    dirs = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.exists() else []
+    files: dict[str, list[Path]] = {}
+    for name in dirs:
+        for f in sorted((root / name).glob("*.parquet")):
+            # the extractor's language pre-check writes beside language ID, but its drops are extraction's
+            files.setdefault("extraction" if f.name.endswith(PRECHECK_SUFFIX) else name, []).append(f)
+    sets = []
+    for name, paths in sorted(files.items()):
+        index = match_dir(name, steps, _rows(paths))
+        if index is not None:
+            steps[index].removed_dirs.append(name)
+        label = steps[index].name if index is not None else name
+        sets.append(DocSet(name, label, paths, index, DEFAULT_REASON.get(name)))
+    return sorted(sets, key=lambda s: (s.step if s.step is not None else len(steps), s.key))
+
+
+def load_run(run_dir: Path) -> RunInfo:
+    """Read ``run.json``, ``stats.json`` and the file lists of a run directory."""
+    layout = RunLayout(Path(run_dir))
+    if not layout.stats_json.exists():
+        raise FileNotFoundError(f"{layout.stats_json} not found: not a finished run directory")
+    stats = json.loads(layout.stats_json.read_text())
+    meta = json.loads(layout.run_json.read_text()) if layout.run_json.exists() else {}
+    steps = filtering_steps(stats)
+    deduped = "dedup_filter" in stats.get("stages", {}) and any(layout.deduped.glob("*.parquet"))
+    folder = layout.deduped if deduped else layout.curated
+    kept = DocSet("kept", f"kept ({folder.name}/)", sorted(folder.glob("*.parquet")))
+    removed = _removed_sets(layout, steps)
+    return RunInfo(layout.root, meta, stats, steps, reader_counters(stats), kept, removed)
+
+
+def resolve_run_dir(path: Path) -> Path:
+    """A run directory, or a ``--out`` folder holding exactly one (``OUT`` -> ``OUT/<DUMP>``)."""
+    path = Path(path)
+    if (path / "stats.json").exists():
+        return path
+    runs = sorted(p for p in path.glob("*/stats.json")) if path.is_dir() else []
+    if len(runs) == 1:
+        return runs[0].parent
+    if runs:
+        names = ", ".join(p.parent.name for p in runs)
+        raise FileNotFoundError(f"{path} holds several runs ({names}); name one")
+    raise FileNotFoundError(f"{path} is not a run directory (no stats.json)")

@@ -1,0 +1,199 @@
+"""The report page: one static HTML file, inline CSS, no script, images by relative path.
+
+Everything that comes from the crawl (document text, URLs, reasons) is HTML-escaped: a crawled page
+may contain markup, and the report must show it, not run it.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;max-width:1240px;padding:0 20px 40px;
+color:#212529;background:#fff}
+h1{margin:24px 0 4px}h2{margin:32px 0 8px;border-bottom:1px solid #dee2e6;padding-bottom:4px}
+.meta{color:#495057;font-size:13px}.meta code{background:#f1f3f5;padding:1px 4px;border-radius:3px}
+.cards{display:flex;gap:12px;flex-wrap:wrap;margin:16px 0}
+.card{border:1px solid #dee2e6;border-radius:6px;padding:8px 14px;min-width:150px}
+.card b{display:block;font-size:20px}
+table{border-collapse:collapse;margin:8px 0;font-size:13px}
+th,td{border-bottom:1px solid #e9ecef;padding:3px 10px;text-align:left;vertical-align:top}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+.bad{color:#c92a2a;font-weight:bold}.ok{color:#2b8a3e}
+img{max-width:100%;display:block;margin:8px 0;border:1px solid #f1f3f5}
+.note{color:#868e96;font-style:italic}
+.doc{border:1px solid #dee2e6;border-left:4px solid #c92a2a;border-radius:4px;margin:10px 0;padding:6px 10px}
+.doc.kept{border-left-color:#2b8a3e}
+.doc .head{font-size:12px;color:#495057;word-break:break-all}
+.reason{display:inline-block;background:#fff5f5;color:#c92a2a;border-radius:3px;padding:0 6px;font-weight:bold}
+.kept .reason{background:#ebfbee;color:#2b8a3e}
+pre{white-space:pre-wrap;word-break:break-word;max-height:260px;overflow:auto;background:#f8f9fa;padding:6px;
+margin:6px 0;font-size:12px}
+details summary{cursor:pointer;color:#1c7ed6;font-size:12px}
+.cols{display:flex;gap:24px;flex-wrap:wrap}
+"""
+
+
+def _n(value: int | float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"
+
+
+def _table(head: list[str], rows: list[list[str]], table_id: str = "", numeric: set[int] | None = None) -> str:
+    numeric = numeric or set()
+    th = "".join(
+        f'<th class="n">{escape(h)}</th>' if i in numeric else f"<th>{escape(h)}</th>" for i, h in enumerate(head)
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
+    ident = f' id="{table_id}"' if table_id else ""
+    return f"<table{ident}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _img(images: dict[str, str], name: str, alt: str, missing: str) -> str:
+    if name not in images:
+        return f'<p class="note">{escape(missing)}</p>'
+    return f'<img src="{escape(images[name])}" alt="{escape(alt)}">'
+
+
+def _steps_table(data: dict) -> str:
+    rows = []
+    for s in data["steps"]:
+        share = f"{100 * s['kept'] / s['in']:.1f}%" if s["in"] else "–"
+        reasons = ", ".join(f"{escape(k)}={v:,}" for k, v in s["reasons"].items())
+        where = ", ".join(escape(d) for d in s["removed_paths"]) or "–"
+        check = f'<span class="{"ok" if s["consistent"] else "bad"}">{_n(s["removed_rows"])}</span>'
+        check = f"{check} in {where}" if s["removed_dirs"] or not s["consistent"] else "–"
+        rows.append(
+            [
+                escape(s["stage"]),
+                escape(s["step"]),
+                _n(s["in"]),
+                _n(s["kept"]),
+                _n(s["dropped"]),
+                share,
+                _n(s["tokens_kept"]),
+                reasons,
+                check,
+            ]
+        )
+    head = ["stage", "step", "in", "kept", "dropped", "kept %", "tokens kept", "dropped by reason", "rows on disk"]
+    table = _table(head, rows, "steps", {2, 3, 4, 5, 6})
+    off = [
+        f"{escape(s['step'])} ({_n(s['removed_rows'])} rows vs {_n(s['dropped'])} dropped)"
+        for s in data["steps"]
+        if not s["consistent"]
+    ]
+    if off:  # an exclusion writer that lost rows, or files of an unfinished task: the counts above still hold
+        table += f'<p class="bad">removed/ files disagree with stats.json for: {", ".join(off)}</p>'
+    return table
+
+
+def _doc(doc: dict, kind: str) -> str:
+    """One sampled document: reason, URL, language, length, its signals, and its (escaped) text."""
+    signals = {k: v for k, v in doc.get("signals", {}).items() if v is not None and not math.isnan(v)}
+    sig = ""
+    if signals:
+        rows = [[escape(k), _n(v)] for k, v in sorted(signals.items())]
+        sig = f"<details><summary>signals ({len(signals)})</summary>{_table(['signal', 'value'], rows, numeric={1})}"
+        sig += "</details>"
+    score = f" ({doc['language_score']:.2f})" if isinstance(doc.get("language_score"), float) else ""
+    extra = f" · cluster of {doc['cluster_size']}" if (doc.get("cluster_size") or 0) > 1 else ""
+    text = escape(doc["text"]) + (" […]" if doc.get("truncated") else "") if doc["text"] else "<i>(no text)</i>"
+    return (
+        f'<div class="doc {kind}"><div class="head"><span class="reason">{escape(str(doc["reason"]))}</span> '
+        f"{escape(doc.get('url') or '')} · {escape(str(doc.get('language') or '–'))}{score} · "
+        f"{doc['words']:,} tokens{extra}</div>{sig}<pre>{text}</pre></div>"
+    )
+
+
+def _samples(data: dict) -> str:
+    parts = []
+    for group in data["samples"]:
+        if not group["items"]:
+            continue
+        kind = "kept" if group["set"] == "kept" else "removed"
+        parts.append(
+            f"<h3>{escape(group['label'])} <small>({group['docs']:,} documents, "
+            f"{len(group['items'])} sampled)</small></h3>"
+        )
+        parts += [_doc(doc, kind) for doc in group["items"]]
+    return "".join(parts) or '<p class="note">no documents on disk</p>'
+
+
+def _domains(data: dict) -> str:
+    cols = []
+    for key in ("kept", "removed"):
+        rows = [[escape(d), _n(n)] for d, n in data["domains"][key]]
+        cols.append(f"<div><h3>{key}</h3>{_table(['domain', 'documents'], rows, f'domains-{key}', {1})}</div>")
+    return f'<div class="cols">{"".join(cols)}</div>'
+
+
+def _header(data: dict) -> str:
+    meta = data["meta"]
+    command = " ".join(meta.get("command") or [])
+    versions = ", ".join(f"{k} {v}" for k, v in (meta.get("versions") or {}).items())
+    t = data["totals"]
+    cards = [
+        ("WARC records read", t["records"]),
+        ("HTML documents", t["html_documents"]),
+        (f"documents {t['kept_from']}", t["kept_documents"]),
+        ("tokens kept", t["kept_tokens"]),
+    ]
+    card_html = "".join(f'<div class="card">{escape(k)}<b>{_n(v)}</b></div>' for k, v in cards)
+    return (
+        f"<h1>Run report: {escape(data['dump'])}</h1>"
+        f'<p class="meta">source: {escape(str(meta.get("source")))} · recipe: {escape(str(data.get("recipe")))} · '
+        f"started {escape(str(meta.get('started_at')))}<br>command: <code>{escape(command)}</code><br>"
+        f"{escape(versions)}<br>Counts are from <code>stats.json</code>; {escape(data['token_note'])}.</p>"
+        f'<div class="cards">{card_html}</div>'
+    )
+
+
+def render(data: dict, images: dict[str, str]) -> str:
+    """The whole page for the report data and the plots drawn from it."""
+    reader = [[escape(k), _n(v)] for k, v in data["reader"].items()]
+    removals = [[escape(r["step"]), escape(r["reason"]), _n(r["count"])] for r in data["removals"]]
+    stages = [[escape(k), _n(v["tasks_completed"]), _n(v["tasks_total"])] for k, v in data["stages"].items()]
+    clusters = data.get("clusters")
+    sections = [
+        _header(data),
+        "<h2>Funnel</h2>",
+        _img(images, "funnel", "funnel of documents and tokens", "no filtering steps"),
+        _steps_table(data),
+        "<h2>WARC reading</h2>",
+        _table(["counter", "value"], reader, "reader", {1}),
+        "<h2>Removals by rule</h2>",
+        _img(images, "removals", "removals by rule", "nothing was removed"),
+        _table(["step", "reason", "documents"], removals, "removals", {2}),
+        "<h2>Languages</h2>",
+        _img(images, "languages", "language distribution", "no language was identified"),
+        "<h2>Document length</h2>",
+        _img(images, "lengths", "document length histogram", ""),
+        "<h2>Quality score</h2>",
+        _img(images, "quality", "quality-score histogram", "no quality classifier ran in this run"),
+        "<h2>Deduplication</h2>",
+        _img(images, "clusters", "dedup cluster sizes", "no dedup stage in this run"),
+        _table(["cluster size", "clusters"], [[k, _n(v)] for k, v in clusters["sizes"].items()], "clusters", {0, 1})
+        if clusters
+        else "",
+        "<h2>Top domains</h2>",
+        _img(images, "domains", "top domains kept and removed", "no URLs"),
+        _domains(data),
+        "<h2>Sampled documents</h2>",
+        _samples(data),
+        "<h2>Tasks</h2>",
+        _table(["stage", "tasks completed", "tasks total"], stages, "tasks", {1, 2}),
+    ]
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">'
+        f"<title>Run report: {escape(data['dump'])}</title><style>{CSS}</style></head>"
+        f"<body>{''.join(sections)}</body></html>\n"
+    )

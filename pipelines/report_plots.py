@@ -1,0 +1,237 @@
+"""The report's PNG plots, drawn from the report data (``report.json``), never from the files again.
+
+Figures are built on matplotlib's Agg canvas directly (no pyplot, no global backend switch), so a
+report can be written from a worker process or a headless machine. Each function returns the PNG's
+path, or None when the run has nothing to plot (no classifier ran, no dedup stage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+KEPT, REMOVED, NEUTRAL = "#2b8a3e", "#c92a2a", "#1c7ed6"
+PALETTE = ("#1c7ed6", "#e8590c", "#2b8a3e", "#c92a2a", "#7048e8", "#0c8599", "#d6336c", "#5c940d", "#e67700")
+TOP_N = 15
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    FigureCanvasAgg(fig)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path
+
+
+def _fmt(n: float) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.1f}{unit}"
+    return f"{n:,.0f}"
+
+
+def _funnel_panel(ax, labels: list[str], values: list[int | None], title: str, color: str) -> None:
+    known = [v for v in values if v is not None]
+    top = max(known) if known else 1
+    start = known[0] if known else 1
+    y = np.arange(len(labels))[::-1]
+    for yi, value in zip(y, values, strict=True):
+        if value is None:
+            ax.text(top / 2, yi, "n/a (HTML, before extraction)", ha="center", va="center", color="#868e96")
+            continue
+        ax.barh(yi, value, left=(top - value) / 2, color=color, height=0.7)
+        share = 100 * value / start if start else 0
+        ax.text(
+            top / 2,
+            yi,
+            f"{_fmt(value)}  ({share:.1f}%)",
+            ha="center",
+            va="center",
+            color="white",
+            fontweight="bold",
+            fontsize=9,
+            bbox={"facecolor": "#00000055", "edgecolor": "none", "pad": 1},
+        )
+    ax.set_yticks(y, labels)
+    ax.set_xticks([])
+    ax.set_xlim(0, top)
+    ax.set_title(title)
+    for side in ("top", "right", "bottom"):
+        ax.spines[side].set_visible(False)
+
+
+def plot_funnel(data: dict, path: Path) -> Path | None:
+    """Documents and tokens kept after each step, as a funnel (FineWeb blog style)."""
+    rows = data["funnel"]
+    if not rows:
+        return None
+    labels = [r["label"] for r in rows]
+    fig = Figure(figsize=(12, 0.45 * len(rows) + 1.6))
+    ax_docs, ax_tok = fig.subplots(1, 2, sharey=True)
+    _funnel_panel(ax_docs, labels, [r["docs"] for r in rows], "documents kept after each step\n", NEUTRAL)
+    _funnel_panel(
+        ax_tok,
+        labels,
+        [r["tokens"] for r in rows],
+        "tokens kept after each step\n(" + data["token_note"] + ")",
+        "#7048e8",
+    )
+    return _save(fig, path)
+
+
+def plot_removals(data: dict, path: Path) -> Path | None:
+    """Documents removed by each rule (step: reason), coloured by step, in pipeline order."""
+    rows = [r for r in data["removals"] if r["count"] > 0]
+    if not rows:
+        return None
+    steps = list(dict.fromkeys(r["step"] for r in rows))
+    colors = {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(steps)}
+    fig = Figure(figsize=(10, 0.32 * len(rows) + 1.2))
+    ax = fig.subplots()
+    y = np.arange(len(rows))[::-1]
+    ax.barh(y, [r["count"] for r in rows], color=[colors[r["step"]] for r in rows])
+    ax.set_yticks(y, [f"{r['step']}: {r['reason']}" for r in rows], fontsize=9)
+    for yi, r in zip(y, rows, strict=True):
+        ax.text(r["count"], yi, f" {r['count']:,}", va="center", fontsize=8)
+    ax.set_xlabel("documents removed")
+    ax.set_title("removals by rule")
+    ax.margins(x=0.12)
+    return _save(fig, path)
+
+
+def _top(counts: dict[str, int], n: int = TOP_N) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
+def plot_languages(data: dict, path: Path) -> Path | None:
+    """Detected language of every identified document, kept vs removed (top languages)."""
+    kept, removed = data["languages"]["kept"], data["languages"]["removed"]
+    total = {k: kept.get(k, 0) + removed.get(k, 0) for k in {*kept, *removed}}
+    if not total:
+        return None
+    langs = [k for k, _ in _top(total)]
+    fig = Figure(figsize=(10, 0.3 * len(langs) + 1.3))
+    ax = fig.subplots()
+    y = np.arange(len(langs))[::-1]
+    k = [kept.get(x, 0) for x in langs]
+    ax.barh(y, k, color=KEPT, label="kept")
+    ax.barh(y, [removed.get(x, 0) for x in langs], left=k, color=REMOVED, label="removed")
+    ax.set_yticks(y, langs)
+    ax.set_xlabel("documents")
+    others = sum(total.values()) - sum(total[x] for x in langs)
+    ax.set_title("language distribution" + (f" (+{others:,} in other languages)" if others else ""))
+    ax.legend(loc="lower right")
+    return _save(fig, path)
+
+
+def plot_lengths(data: dict, path: Path) -> Path:
+    """Document length (tokens) histograms: after extraction vs kept at the end."""
+    edges = np.asarray(data["lengths"]["edges"])
+    fig = Figure(figsize=(10, 4))
+    ax = fig.subplots()
+    lefts = np.maximum(edges[:-1], 0.5)  # the 0-token bin is drawn at 0.5 on the log axis
+    for key, label, color in (("before", "after extraction (before filters)", REMOVED), ("after", "kept", KEPT)):
+        counts = np.asarray(data["lengths"][key])
+        ax.stairs(
+            counts,
+            np.concatenate([lefts, edges[-1:]]),
+            label=f"{label}: {counts.sum():,} docs",
+            color=color,
+            fill=key == "before",
+            alpha=0.35 if key == "before" else 1.0,
+            linewidth=2,
+        )
+    ax.set_xscale("log")
+    filled = np.flatnonzero(np.asarray(data["lengths"]["before"]) + np.asarray(data["lengths"]["after"]))
+    if len(filled):  # zoom on the occupied bins, a bin either side
+        ax.set_xlim(lefts[max(filled[0] - 1, 0)], edges[min(filled[-1] + 2, len(edges) - 1)])
+    ax.set_xlabel(f"document length (tokens; {data['token_note']})")
+    ax.set_ylabel("documents")
+    ax.set_title("document length before and after filtering")
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_quality(data: dict, path: Path) -> Path | None:
+    """Quality-classifier score histograms of kept and removed documents (only when one ran)."""
+    quality = data.get("quality")
+    if not quality:
+        return None
+    fig = Figure(figsize=(10, 4))
+    ax = fig.subplots()
+    edges = np.asarray(quality["edges"])
+    for key, color in (("kept", KEPT), ("removed", REMOVED)):
+        counts = np.asarray(quality[key])
+        if counts.sum():
+            ax.stairs(counts, edges, label=f"{key}: {counts.sum():,} docs", color=color, fill=True, alpha=0.45)
+    ax.set_xlabel("quality_score")
+    ax.set_ylabel("documents")
+    ax.set_title("quality-score distribution")
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_clusters(data: dict, path: Path) -> Path | None:
+    """Number of MinHash clusters of each size (size 1: a document with no near-duplicate)."""
+    clusters = data.get("clusters")
+    if not clusters:
+        return None
+    sizes = sorted(int(s) for s in clusters["sizes"])
+    counts = [clusters["sizes"][str(s)] for s in sizes]
+    fig = Figure(figsize=(10, 4))
+    ax = fig.subplots()
+    ax.bar([str(s) for s in sizes], counts, color=NEUTRAL)
+    if max(counts) > 20 * min(counts):  # singletons usually dwarf the rest
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=0.8)
+    ax.set_xlabel("cluster size (documents)")
+    ax.set_ylabel("clusters (kept documents)")
+    ax.set_title(f"dedup cluster sizes: {clusters['duplicates_removed']:,} near-duplicates removed")
+    for x, c in zip(range(len(sizes)), counts, strict=True):
+        ax.text(x, c, f"{c:,}", ha="center", va="bottom", fontsize=8)
+    return _save(fig, path)
+
+
+def plot_domains(data: dict, path: Path) -> Path | None:
+    """Top domains of kept and of removed documents, side by side."""
+    domains = data["domains"]
+    if not domains["kept"] and not domains["removed"]:
+        return None
+    rows = max(len(domains["kept"]), len(domains["removed"]), 1)
+    fig = Figure(figsize=(13, 0.3 * rows + 1.3))
+    axes = fig.subplots(1, 2)
+    for ax, key, color in zip(axes, ("kept", "removed"), (KEPT, REMOVED), strict=True):
+        items = domains[key]
+        y = np.arange(len(items))[::-1]
+        ax.barh(y, [n for _, n in items], color=color)
+        ax.set_yticks(y, [d[:40] for d, _ in items], fontsize=8)
+        ax.set_title(f"top domains {key}")
+        ax.set_xlabel("documents")
+    return _save(fig, path)
+
+
+PLOTS: dict[str, Callable[[dict, Path], Path | None]] = {
+    "funnel": plot_funnel,
+    "removals": plot_removals,
+    "languages": plot_languages,
+    "lengths": plot_lengths,
+    "quality": plot_quality,
+    "clusters": plot_clusters,
+    "domains": plot_domains,
+}
+
+
+def draw_all(data: dict, folder: Path) -> dict[str, str]:
+    """Every plot the run supports, as ``{name: file name}`` relative to ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, plot in PLOTS.items():
+        path = plot(data, folder / f"{name}.png")
+        if path is not None:
+            out[name] = path.name
+        else:  # a plot of an earlier report of this run must not linger beside this one
+            (folder / f"{name}.png").unlink(missing_ok=True)
+    return out
