@@ -8,7 +8,7 @@ scores), and the hit rates of the ``with`` snippets (must appear) and ``without`
 deduplicate). "ours, recall mode" is the same path with ``favour_precision: false`` and
 ``deduplicate: false`` in the recipe's ``extraction`` section.
 
-    python bench/extraction.py [--sets html_extraction_aeb ...] [--json out.json]
+    python -m bench.extraction [--sets html_extraction_aeb ...] [--json out.json]
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ class FastTextLanguageFilter(BaseFilter):
     """Keep documents whose score for a target language exceeds ``threshold`` (datatrove's rule).
 
     Writes ``language`` and ``language_score`` (the top label and its score) into the metadata of
-    every document, kept or dropped, so the removed output says what language it was.
+    every document, kept or dropped, so the removed output says what language it was. Top-3 labels
+    suffice for datatrove's rule: with a threshold of at least 0.5 only the top label can pass it.
+    ``fast=False`` predicts with fastText itself instead of ``classifiers.ft_predict``.
     """
 
     name = "🌍 Language ID (fastText)"
@@ -27,11 +29,12 @@ class FastTextLanguageFilter(BaseFilter):
         model_path: str | None = None,
         exclusion_writer: DiskWriter | None = None,
         batch_size: int = 64,
+        fast: bool = True,
     ):
         super().__init__(exclusion_writer, batch_size=batch_size)
         self.languages = tuple(languages) if languages else None
         self.threshold = threshold
-        self.identifier = LanguageIdentifier(model_path, k=max(3, len(self.languages or ())))
+        self.identifier = LanguageIdentifier(model_path, k=max(3, len(self.languages or ())), fast=fast)
 
     def _decide(self, doc: Document, prediction) -> bool | tuple[bool, str]:
         label, score = prediction.best

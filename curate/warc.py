@@ -12,6 +12,7 @@ types, same MIME test, same UTF-8-then-cchardet decoding, so its documents are b
 from __future__ import annotations
 
 import io
+import sys
 import zlib
 from collections.abc import Iterator
 from typing import IO, Any
@@ -201,6 +202,7 @@ class RobustWarcReader(BaseDiskReader):
 
     def __init__(self, data_folder: Any, paths_file: Any = None, dump: str | None = None, **kwargs: Any):
         default_metadata = {"dump": dump} if dump else None
+        kwargs.setdefault("doc_progress", sys.stderr.isatty())  # a tqdm bar per task, on a terminal only
         super().__init__(data_folder, paths_file, default_metadata=default_metadata, **kwargs)
 
     def read_file(self, filepath: str) -> DocumentsPipeline:

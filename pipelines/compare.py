@@ -4,6 +4,7 @@ and compare their keep/drop decisions (the parity test and ``bench/curate.py`` u
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import tempfile
 import time
 from collections.abc import Iterable
@@ -45,44 +46,61 @@ def _paths_file(files: list[Path], folder: Path) -> tuple[str, Path]:
     return source.base, listing
 
 
-def reference_decisions(files: list[Path], timeout: float = 1.0) -> Decisions:
-    """datatrove's examples/fineweb.py steps over ``files``."""
+def reference_decisions(files: list[Path], timeout: float = 1.0, warmup: list[Path] | None = None) -> Decisions:
+    """datatrove's examples/fineweb.py steps over ``files``.
+
+    ``warmup``: files run through the same step objects first, untimed, so the timing excludes the
+    one-time loading (blocklists, spaCy, fastText) that a long task pays once.
+    """
     out = Decisions()
+    steps = reference_steps(timeout)
     with tempfile.TemporaryDirectory() as tmp:
-        base, listing = _paths_file(files, Path(tmp))
-        reader = WarcReader(base, paths_file=str(listing))
 
         def tee(data):
             for doc in data:
                 out.seen.add(doc.id)
                 yield doc
 
+        def run(paths: list[Path], folder: Path) -> set[str]:
+            folder.mkdir()
+            base, listing = _paths_file(paths, folder)
+            data = tee(WarcReader(base, paths_file=str(listing))(None, rank=0, world_size=1))
+            for step in steps:
+                data = step(data, rank=0, world_size=1)
+            return {doc.id for doc in data}
+
+        if warmup:
+            run(warmup, Path(tmp) / "warmup")
+            out.seen.clear()
         start = time.perf_counter()
-        steps = reference_steps(timeout)
-        data = tee(reader(None, rank=0, world_size=1))
-        for step in steps:
-            data = step(data, rank=0, world_size=1)
-        out.kept = {doc.id for doc in data}
+        out.kept = run(files, Path(tmp) / "run")
         out.seconds = time.perf_counter() - start
     return out
 
 
 def curate_decisions(
-    files: list[Path], recipe: Recipe | None = None, timeout: float | None = None
+    files: list[Path], recipe: Recipe | None = None, timeout: float | None = None, warmup: list[Path] | None = None
 ) -> Decisions:
-    """Our curate stage over ``files`` (writers included, as in production)."""
+    """Our curate stage over ``files`` (writers included, as in production); ``warmup`` as above."""
     recipe = recipe or load_recipe()
     if timeout is not None:
-        recipe = dataclasses.replace(
-            recipe, extraction=dataclasses.replace(recipe.extraction, timeout=timeout)
-        )
+        recipe = dataclasses.replace(recipe, extraction=dataclasses.replace(recipe.extraction, timeout=timeout))
     out = Decisions()
     with tempfile.TemporaryDirectory() as tmp:
-        base, listing = _paths_file(files, Path(tmp))
-        source = resolve_paths([str(f) for f in files], dump="compare")
         layout = RunLayout(Path(tmp) / "run")
+        source = resolve_paths([str(f) for f in files], dump="compare")
+        _, listing = _paths_file(files, Path(tmp))
+        steps = build_curate_pipeline(recipe, source, layout, listing)
+        if warmup:
+            (Path(tmp) / "warmup").mkdir()
+            warm_base, warm_listing = _paths_file(warmup, Path(tmp) / "warmup")
+            steps[0] = type(steps[0])(warm_base, paths_file=str(warm_listing), dump="compare")
+            for _ in run_steps(steps):
+                pass
+            shutil.rmtree(layout.root)
+            steps[0] = type(steps[0])(source.base, paths_file=str(listing), dump="compare")
         start = time.perf_counter()
-        for _ in run_steps(build_curate_pipeline(recipe, source, layout, listing)):
+        for _ in run_steps(steps):
             pass
         out.seconds = time.perf_counter() - start
         for file in layout.curated.glob("*.parquet"):

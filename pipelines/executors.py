@@ -2,7 +2,9 @@
 
 ``local`` is datatrove's ``LocalPipelineExecutor`` (a process pool, one task per WARC shard).
 An executor factory takes the pipeline, the task count, the worker count and the stage's logging
-folder; ``ray`` registers here the same way (its own issue).
+folder. ``ray`` (``pipelines/ray_executor.py``) is datatrove's ``RayPipelineExecutor`` on a Ray
+cluster, sized to it; its options (``ray_address``, ``cpus_per_task``, ``mem_per_task_gb``) come
+through ``**options``, which the local executor ignores.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from pipelines.layout import StageFolder
 ExecutorFactory = Callable[..., PipelineExecutor]
 
 
-def local_executor(
-    pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, **_: Any
-) -> PipelineExecutor:
+class ExecutorError(RuntimeError):
+    """A stage cannot run or did not finish on its executor: the CLI prints it as one line."""
+
+
+def local_executor(pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, **_: Any) -> PipelineExecutor:
     return LocalPipelineExecutor(
         pipeline=pipeline,
         tasks=tasks,
@@ -31,12 +35,22 @@ def local_executor(
     )
 
 
-EXECUTORS: dict[str, ExecutorFactory] = {"local": local_executor}
+def ray_executor(
+    pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, **options: Any
+) -> PipelineExecutor:
+    """Imported on use: ``ray`` is needed only by runs that ask for it."""
+    from pipelines.ray_executor import ray_executor as make_ray
+
+    return make_ray(pipeline, tasks, workers, logging_dir, **options)
+
+
+EXECUTORS: dict[str, ExecutorFactory] = {"local": local_executor, "ray": ray_executor}
 
 
 def make_executor(
     kind: str, pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, **options: Any
-):
+) -> PipelineExecutor:
+    """The executor ``kind`` for one stage; an unknown kind is a ``ValueError`` naming the known ones."""
     if kind not in EXECUTORS:
         raise ValueError(f"unknown executor {kind!r}; available: {', '.join(EXECUTORS)}")
     return EXECUTORS[kind](pipeline, tasks=tasks, workers=workers, logging_dir=logging_dir, **options)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pipelines.atomic import atomic_write_text
 from pipelines.curate import build_curate_pipeline
-from pipelines.executors import EXECUTORS, make_executor
+from pipelines.executors import EXECUTORS, ExecutorError, make_executor
 from pipelines.layout import RunLayout
 from pipelines.recipe import Recipe, RecipeError, load_recipe
 from pipelines.sources import DEFAULT_CC_BASE, ResolvedSource, SourceError, resolve_source
@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--languages", nargs="+", default=None, help="ft176 language labels to keep (default: en)"
     )
     parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local", help="where tasks run")
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        help="with --executor ray: the cluster to use (auto, HOST:PORT); default: start a local Ray instance",
+    )
     parser.add_argument("--no-dedup", action="store_true", help="skip MinHash deduplication after curation")
     parser.add_argument(
         "--train",
@@ -117,13 +122,27 @@ def check_models(recipe: Recipe) -> None:
         LanguageIdentifier(recipe.language.model).check()
     except (OSError, ValueError) as err:
         raise RecipeError(f"language model unusable: {err}") from None
+    qc = recipe.quality_classifier
+    if qc.model:
+        from classifiers.quality_filter import check_quality_model
+
+        try:
+            check_quality_model(qc.model, qc.threshold, qc.top_fraction)
+        except (OSError, ValueError) as err:
+            raise RecipeError(f"quality model unusable: {err}") from None
+
+
+def executor_options(args: argparse.Namespace) -> dict:
+    """Options the chosen executor reads (the local one ignores them)."""
+    return {"ray_address": args.ray_address, "workers_set": args.workers is not None}
 
 
 def run_curate(args: argparse.Namespace, recipe: Recipe, source: ResolvedSource, layout: RunLayout) -> int:
     tasks = args.tasks or len(source.paths)
     workers = args.workers or os.cpu_count() or 1
     pipeline = build_curate_pipeline(recipe, source, layout, layout.root / "inputs.txt")
-    executor = make_executor(args.executor, pipeline, tasks, workers, layout.stage_folder("curate"))
+    folder = layout.stage_folder("curate")
+    executor = make_executor(args.executor, pipeline, tasks, workers, folder, **executor_options(args))
     executor.run()
     return tasks
 
@@ -142,7 +161,9 @@ def run_dedup(args: argparse.Namespace, layout: RunLayout) -> dict[str, int]:
     workers = args.workers or os.cpu_count() or 1
     tasks: dict[str, int] = {}
     for name, steps, n_tasks in build_dedup_stages(str(layout.curated), str(layout.root), DedupConfig()):
-        make_executor(args.executor, steps, n_tasks, workers, layout.stage_folder(name)).run()
+        make_executor(
+            args.executor, steps, n_tasks, workers, layout.stage_folder(name), **executor_options(args)
+        ).run()
         tasks[name] = n_tasks
     return tasks
 
@@ -193,9 +214,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from pipelines.stats import merge_run_stats
 
-    tasks = {"curate": run_curate(args, recipe, source, layout)}
-    if recipe.dedup.enabled and not args.no_dedup:
-        tasks.update(run_dedup(args, layout))
+    try:
+        tasks = {"curate": run_curate(args, recipe, source, layout)}
+        if recipe.dedup.enabled and not args.no_dedup:
+            tasks.update(run_dedup(args, layout))
+    except ExecutorError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     stats = merge_run_stats(layout.root, list(tasks), tasks)
     print_summary(layout, stats)
     from pipelines.report import write_report

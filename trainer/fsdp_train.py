@@ -26,6 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from tqdm import tqdm
 
 from mixtures.manifest import ManifestError, read_manifest
 from mixtures.reader import ShardReader
@@ -240,9 +241,12 @@ def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
     val_losses: list[tuple[int, float]] = []
     last_saved = loader.step if latest is not None else -1
     stop = cfg.max_steps if cfg.max_steps is not None else plan.steps
+    # rank 0 only; tqdm turns itself off when stderr is not a terminal (logs, CI)
+    bar = tqdm(total=stop, initial=loader.step, desc="training", unit="step", disable=None if info.is_main else True)
     for micro in loader:
         step = loader.step  # steps completed once this batch is applied (1-based)
         result = engine.train_step([tokens for _, tokens in micro])
+        bar.update(1)
         if indices is not None:
             indices.write(step, [ids for ids, _ in micro])
         if step % cfg.log_every == 0 or step in (1, plan.steps, stop):
@@ -264,6 +268,7 @@ def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
             last_saved = step
         if step >= stop:
             break
+    bar.close()
 
     step = loader.step
     if data.val and (not val_losses or val_losses[-1][0] != step):
