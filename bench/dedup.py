@@ -20,7 +20,6 @@ if sys.path and Path(sys.path[0]).resolve() == ROOT / "bench":
     sys.path[0] = str(ROOT)  # run as a script: bench/ holds files named like stdlib modules (tokenize.py)
 
 import argparse
-import os
 import random
 import resource
 import statistics
@@ -43,11 +42,11 @@ from dedup.evaluation import edit_words, jaccard, paragraph_chunks, real_texts
 from dedup.keys import MinhashKeyer
 from dedup.signatures import DedupSignatures
 from dedup.text import spacy_english
+from tests.shared_data import shared_data_dir
 
 
 def shared_data() -> Path:
-    env = os.environ.get("CC2MODEL_SHARED_DATA")
-    return Path(env) if env else ROOT.parent / "shared" / "data"
+    return shared_data_dir()
 
 
 def datasketch_shingles(text: str) -> list[bytes]:

@@ -37,14 +37,14 @@ import pyarrow.parquet as pq
 
 from mixtures.build import build_mixture
 from mixtures.pool import available_cores
+from tests.shared_data import shared_data_dir
 from tokenizer.artifacts import load_tokenizer, resolve_tokenizer_file
 from tokenizer.model import EOT
 from tokenizer.train import train_tokenizer
 
 
 def shared_data() -> Path:
-    default = Path(__file__).resolve().parents[2] / "shared" / "data"
-    return Path(os.environ.get("CC2MODEL_SHARED_DATA", default))
+    return shared_data_dir()
 
 
 def real_documents(data: Path) -> list[str]:

@@ -7,7 +7,6 @@ shingle Jaccard is computed exactly. Plagiarised short answers add real, human-m
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 
@@ -25,14 +24,14 @@ from dedup.minhash import MinHasher, band_keys, permutation_params
 from dedup.pairs import PAIR, PAIR_KIND
 from dedup.records import open_records
 from dedup.signatures import DedupSignatures
+from tests.shared_data import shared_data_dir
 
 LEVELS = (0.70, 0.75, 0.80, 0.85)
 CONFIG = DedupConfig()
 
 
 def shared_data() -> Path:
-    env = os.environ.get("CC2MODEL_SHARED_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+    return shared_data_dir()
 
 
 @pytest.fixture(scope="module")

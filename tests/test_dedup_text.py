@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -14,11 +13,11 @@ from datatrove.utils.word_tokenizers import load_word_tokenizer
 from dedup.evaluation import paragraph_chunks, real_texts
 from dedup.shingles import batch_shingles, text_shingles
 from dedup.text import SpacyCompatibleSplitter, normalized_words
+from tests.shared_data import shared_data_dir
 
 
 def shared_data() -> Path:
-    env = os.environ.get("CC2MODEL_SHARED_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+    return shared_data_dir()
 
 
 TRICKY = [

@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +16,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.shared_data import shared_data_dir
+
 WEB_SETS = ("html_extraction_aeb", "html_extraction_readability", "html_extraction_wcxb")
 _CACHE: dict[str, Any] = {}
 
 
 def shared_data() -> Path:
     """The shared data folder, or skip the calling test."""
-    default = Path(__file__).resolve().parents[2] / "shared" / "data"
-    root = Path(os.environ.get("CC2MODEL_SHARED_DATA", default))
+    root = shared_data_dir()
     if not root.is_dir():
         pytest.skip(f"shared data not found at {root}")
     return root

@@ -24,6 +24,7 @@ from mixtures.manifest import (
     sha256_file,
     write_manifest,
 )
+from tests.shared_data import shared_data_dir
 
 REPO = Path(__file__).resolve().parents[1]
 EOT = "<|endoftext|>"
@@ -31,8 +32,7 @@ EOT = "<|endoftext|>"
 
 def shared_data() -> Path | None:
     """../shared/data (or $CC2MODEL_SHARED_DATA) if present, else None so tests can skip."""
-    env = os.environ.get("CC2MODEL_SHARED_DATA")
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+    path = shared_data_dir()
     return path if path.is_dir() else None
 
 
