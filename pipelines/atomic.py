@@ -1,22 +1,12 @@
-"""Atomic small-file writes: write a temp file beside the target, fsync, rename."""
+"""Atomic small-file writes for the run directory (``run.json``, ``stats.json``, the report)."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
+
+from mixtures.atomic import atomic_write_bytes
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; these are ordinary shared run files
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Temp file beside ``path``, fsync, rename (one implementation: ``mixtures.atomic``)."""
+    atomic_write_bytes(path, text.encode("utf-8"))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from tokenizers import Tokenizer
 
+from mixtures.atomic import atomic_write_bytes
 from tokenizer.model import EOT
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -60,14 +60,4 @@ def write_tokenizer_dir(tok: Tokenizer, out_dir: Path, training: dict[str, Any])
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; the tokenizer is shared
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, (text + "\n").encode("utf-8"))
