@@ -87,12 +87,9 @@ class WordTokenizer:
         return count_sentences(self.tokenize(line).tokens) if line else 0
 
 
-def _punct_chars(nlp) -> frozenset[str]:
-    return _punct_chars_cached(id(nlp), nlp)
-
-
 @lru_cache(maxsize=8)
-def _punct_chars_cached(_key: int, nlp) -> frozenset[str]:
+def _punct_chars(nlp) -> frozenset[str]:
+    """The sentencizer's sentence-final characters, once per spaCy pipeline (hashed by identity)."""
     return frozenset(nlp.get_pipe("sentencizer").punct_chars)
 
 

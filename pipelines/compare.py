@@ -19,7 +19,7 @@ from pipelines.curate import build_curate_pipeline
 from pipelines.layout import RunLayout
 from pipelines.recipe import Recipe, load_recipe
 from pipelines.reference import reference_steps
-from pipelines.sources import resolve_paths
+from pipelines.sources import ResolvedSource, resolve_paths
 
 
 @dataclass
@@ -39,11 +39,12 @@ def run_steps(steps: list[PipelineStep]) -> Iterable:
     return data
 
 
-def _paths_file(files: list[Path], folder: Path) -> tuple[str, Path]:
+def _paths_file(files: list[Path], folder: Path) -> tuple[ResolvedSource, Path]:
+    """The files as a source (common base + relative paths) and the listing the readers take."""
     source = resolve_paths([str(f) for f in files], dump="compare")
     listing = folder / "inputs.txt"
     listing.write_text("\n".join(source.paths) + "\n")
-    return source.base, listing
+    return source, listing
 
 
 def reference_decisions(files: list[Path], timeout: float = 1.0, warmup: list[Path] | None = None) -> Decisions:
@@ -63,8 +64,8 @@ def reference_decisions(files: list[Path], timeout: float = 1.0, warmup: list[Pa
 
         def run(paths: list[Path], folder: Path) -> set[str]:
             folder.mkdir()
-            base, listing = _paths_file(paths, folder)
-            data = tee(WarcReader(base, paths_file=str(listing))(None, rank=0, world_size=1))
+            source, listing = _paths_file(paths, folder)
+            data = tee(WarcReader(source.base, paths_file=str(listing))(None, rank=0, world_size=1))
             for step in steps:
                 data = step(data, rank=0, world_size=1)
             return {doc.id for doc in data}
@@ -88,13 +89,12 @@ def curate_decisions(
     out = Decisions()
     with tempfile.TemporaryDirectory() as tmp:
         layout = RunLayout(Path(tmp) / "run")
-        source = resolve_paths([str(f) for f in files], dump="compare")
-        _, listing = _paths_file(files, Path(tmp))
+        source, listing = _paths_file(files, Path(tmp))
         steps = build_curate_pipeline(recipe, source, layout, listing)
         if warmup:
             (Path(tmp) / "warmup").mkdir()
-            warm_base, warm_listing = _paths_file(warmup, Path(tmp) / "warmup")
-            steps[0] = type(steps[0])(warm_base, paths_file=str(warm_listing), dump="compare")
+            warm, warm_listing = _paths_file(warmup, Path(tmp) / "warmup")
+            steps[0] = type(steps[0])(warm.base, paths_file=str(warm_listing), dump="compare")
             for _ in run_steps(steps):
                 pass
             shutil.rmtree(layout.root)
