@@ -153,7 +153,8 @@ def test_sigkilled_ray_worker_loses_and_duplicates_nothing(ray_head: str, mirror
 
 def test_interrupted_driver_resumes_with_the_same_output(ray_head: str, mirror, tmp_path: Path) -> None:
     warcs, reference = mirror
-    args = ["pipelines.run", *warcs, "--executor", "ray", "--ray-address", ray_head, "--workers", "2", "--no-dedup"]
+    # one task in flight, so the interrupt lands between tasks and cannot race two concurrent ones to the end
+    args = ["pipelines.run", *warcs, "--executor", "ray", "--ray-address", ray_head, "--workers", "1", "--no-dedup"]
     proc = _start([*args, "--out", str(tmp_path)])
     completions = tmp_path / CRAWL / "completions" / "curate"
     deadline = time.time() + 150
