@@ -6,20 +6,29 @@ pickling. Past a few dozen cores the GIL-bound part (ids -> numpy, ~30 ns a toke
 `workers > 1` then runs that many processes (from a forkserver, so a parent that already runs Arrow or
 tokenizers threads cannot hand a child a held lock), each with cores / workers Rust threads. Like any
 multiprocessing caller, a script using processes needs the `if __name__ == "__main__":` guard.
+
+`task_runner(runner)` hands every `run_tasks` call in its scope to another engine (`pipelines.ray_tasks`
+runs them as Ray tasks): a context variable rather than a parameter, so the build's functions keep their
+signatures and this package never imports the executor that uses it.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TypeVar
 
 from tqdm import tqdm
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+Runner = Callable[[Callable[[T], R], Sequence[T], str], list[R]]
+_RUNNER: ContextVar[Runner | None] = ContextVar("mixtures_task_runner", default=None)
 
 _PRELOAD = ["numpy", "pyarrow.parquet", "tokenizers", "mixtures.encode", "mixtures.writer"]
 
@@ -36,6 +45,9 @@ def run_tasks(
     fn: Callable[[T], R], tasks: Sequence[T], workers: int = 1, desc: str = "", progress: bool = True
 ) -> list[R]:
     """`[fn(t) for t in tasks]` in parallel; results in task order. `workers` > 1 means processes."""
+    runner = _RUNNER.get()
+    if runner is not None:
+        return runner(fn, tasks, desc)
     bar = tqdm(total=len(tasks), desc=desc, unit="task", disable=not progress or not tasks)
     try:
         if len(tasks) <= 1:
@@ -51,6 +63,16 @@ def run_tasks(
         return out  # type: ignore[return-value]
     finally:
         bar.close()
+
+
+@contextmanager
+def task_runner(runner: Runner) -> Iterator[None]:
+    """Within this block, `run_tasks(fn, tasks, ..., desc)` returns `runner(fn, tasks, desc)` (same order)."""
+    token = _RUNNER.set(runner)
+    try:
+        yield
+    finally:
+        _RUNNER.reset(token)
 
 
 def _executor(workers: int, n_tasks: int) -> Executor:
