@@ -45,10 +45,14 @@ def connect(address: str | None = None) -> dict[str, Any]:
 
     Workers import this project's modules, so the project root goes on their ``PYTHONPATH``
     (on a multi-node cluster the project must sit at the same path on every node: shared storage).
+    A Ray auth token, when one is available, turns token mode on first (``pipelines/ray_auth.py``).
     """
     import ray
 
+    from pipelines.ray_auth import enable_for_this_process
+
     if not ray.is_initialized():
+        enable_for_this_process()
         env_vars = {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
         ray.init(
             address=address or None,
