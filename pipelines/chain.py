@@ -4,6 +4,10 @@
 trained on the deduplicated documents, a one-epoch mixture of all their tokens, and one epoch of the
 tiny model under ``torchrun`` (2 ranks, gloo on CPU), exported to a Hugging Face checkpoint. Each
 step is skipped when its output is already complete, so a rerun resumes.
+
+With ``ray`` options (``--executor ray``) the tokenizer is trained as one Ray task and the mixture's
+token counting, tokenization and shard writing run as Ray tasks (``pipelines/ray_chain.py``), with the
+same output as here; the trainer stays a ``torchrun`` on the driver's machine.
 """
 
 from __future__ import annotations
@@ -13,6 +17,10 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipelines.ray_chain import RayOptions
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,12 +36,17 @@ class ChainConfig:
     tokens_per_file: int = 20_000
 
 
+def document_files(run_dir: Path) -> list[Path]:
+    """The documents the mixture is built from: ``deduped/`` when dedup ran, else ``curated/``."""
+    folder = run_dir / "deduped" if list((run_dir / "deduped").glob("*.parquet")) else run_dir / "curated"
+    return sorted(folder.glob("*.parquet"))
+
+
 def _documents(run_dir: Path) -> list[str]:
     import pyarrow.parquet as pq
 
-    folder = run_dir / "deduped" if list((run_dir / "deduped").glob("*.parquet")) else run_dir / "curated"
     texts: list[str] = []
-    for file in sorted(folder.glob("*.parquet")):
+    for file in document_files(run_dir):
         texts += pq.read_table(file, columns=["text"]).column("text").to_pylist()
     return texts
 
@@ -46,19 +59,33 @@ def available_tokens(tokenizer_json: Path, texts: list[str]) -> int:
     return sum(len(e.ids) + 1 for e in tokenizer.encode_batch(texts))
 
 
-def run_chain(run_dir: Path, config: ChainConfig | None = None) -> dict[str, str]:
+def run_chain(
+    run_dir: Path, config: ChainConfig | None = None, ray: RayOptions | None = None, train: bool = True
+) -> dict[str, str]:
+    """Tokenizer, mixture and (unless ``train=False``) training for ``run_dir``; on Ray when ``ray`` is given."""
     from mixtures.build import build_mixture
     from tokenizer.train import train_tokenizer
 
     config = config or ChainConfig()
+    on_ray = None
+    if ray is not None:
+        from pipelines.ray_chain import RayChain
+
+        on_ray = RayChain(ray)
     tok_dir, mix_dir, train_dir = run_dir / "tokenizer", run_dir / "mixture", run_dir / "train"
     if not (tok_dir / "tokenizer.json").is_file():
         print(f"\n== tokenizer: byte-level BPE, vocab {config.vocab_size} -> {tok_dir}", flush=True)
-        train_tokenizer([str(run_dir)], tok_dir, vocab_size=config.vocab_size)
+        if on_ray:
+            on_ray.train_tokenizer([str(run_dir)], tok_dir, vocab_size=config.vocab_size)
+        else:
+            train_tokenizer([str(run_dir)], tok_dir, vocab_size=config.vocab_size)
     if not (mix_dir / "manifest.json").is_file():
-        texts = _documents(run_dir)
-        target = available_tokens(tok_dir / "tokenizer.json", texts)
-        print(f"\n== mixture: {len(texts)} documents, {target} tokens (one epoch) -> {mix_dir}", flush=True)
+        if on_ray:
+            n_docs, target = on_ray.count_tokens(tok_dir / "tokenizer.json", document_files(run_dir))
+        else:
+            texts = _documents(run_dir)
+            n_docs, target = len(texts), available_tokens(tok_dir / "tokenizer.json", texts)
+        print(f"\n== mixture: {n_docs} documents, {target} tokens (one epoch) -> {mix_dir}", flush=True)
         spec = {
             "tokenizer": str(tok_dir),
             "target_tokens": target,
@@ -67,8 +94,11 @@ def run_chain(run_dir: Path, config: ChainConfig | None = None) -> dict[str, str
             "tokens_per_file": config.tokens_per_file,
             "sources": [{"name": run_dir.name, "path": str(run_dir), "weight": 1.0, "max_repetition": 1}],
         }
-        build_mixture(spec, mix_dir, overwrite=True)
-    if not (train_dir / "hf" / "config.json").is_file():
+        if on_ray:
+            on_ray.build_mixture(spec, mix_dir)
+        else:
+            build_mixture(spec, mix_dir, overwrite=True)
+    if train and not (train_dir / "hf" / "config.json").is_file():
         print(f"\n== train: {config.model} model, one epoch, torchrun x{config.nproc} -> {train_dir}", flush=True)
         command = [
             sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={config.nproc}",

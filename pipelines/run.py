@@ -15,6 +15,7 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipelines.atomic import atomic_write_text
 from pipelines.curate import build_curate_pipeline
@@ -22,6 +23,9 @@ from pipelines.executors import EXECUTORS, ExecutorError, make_executor
 from pipelines.layout import RunLayout
 from pipelines.recipe import Recipe, RecipeError, load_recipe
 from pipelines.sources import DEFAULT_CC_BASE, ResolvedSource, SourceError, resolve_source
+
+if TYPE_CHECKING:
+    from pipelines.ray_chain import RayOptions
 
 VERSIONED = (
     "datatrove",
@@ -70,6 +74,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--ray-address",
         default=None,
         help="with --executor ray: the cluster to use (auto, HOST:PORT); default: start a local Ray instance",
+    )
+    parser.add_argument(
+        "--ray-cpus-per-task",
+        type=int,
+        default=1,
+        help="with --executor ray: CPUs each Ray task reserves (default: 1)",
+    )
+    parser.add_argument(
+        "--ray-memory-per-task",
+        type=float,
+        default=None,
+        metavar="GB",
+        help="with --executor ray: Ray memory each task reserves, in GB (default: datatrove's 2 GB per CPU, "
+        "lowered to what the largest node offers); a request no node can hold is an error before any work",
     )
     parser.add_argument("--no-dedup", action="store_true", help="skip MinHash deduplication after curation")
     parser.add_argument(
@@ -134,7 +152,28 @@ def check_models(recipe: Recipe) -> None:
 
 def executor_options(args: argparse.Namespace) -> dict:
     """Options the chosen executor reads (the local one ignores them)."""
-    return {"ray_address": args.ray_address, "workers_set": args.workers is not None}
+    return {
+        "ray_address": args.ray_address,
+        "workers_set": args.workers is not None,
+        "cpus_per_task": args.ray_cpus_per_task,
+        "mem_per_task_gb": args.ray_memory_per_task,
+    }
+
+
+def ray_options(args: argparse.Namespace) -> RayOptions | None:
+    """The chain's Ray options with ``--executor ray``, else None (the chain runs locally)."""
+    if args.executor != "ray":
+        return None
+    from pipelines.ray_chain import RayOptions
+
+    return RayOptions(args.ray_address, args.ray_cpus_per_task, args.ray_memory_per_task)
+
+
+def check_ray_args(args: argparse.Namespace) -> None:
+    if args.ray_cpus_per_task < 1:
+        raise RecipeError("--ray-cpus-per-task must be >= 1")
+    if args.ray_memory_per_task is not None and args.ray_memory_per_task <= 0:
+        raise RecipeError("--ray-memory-per-task must be > 0 (GB)")
 
 
 def run_curate(args: argparse.Namespace, recipe: Recipe, source: ResolvedSource, layout: RunLayout) -> int:
@@ -208,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         check_models(recipe)
         if args.tasks is not None and args.tasks < 1:
             raise RecipeError("--tasks must be >= 1")
+        check_ray_args(args)
         layout = prepare_run(recipe, source, Path(args.out), argv)
     except (RecipeError, SourceError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -229,7 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.train:
         from pipelines.chain import print_chain, run_chain
 
-        print_chain(run_chain(layout.root))
+        try:
+            print_chain(run_chain(layout.root, ray=ray_options(args)))
+        except ExecutorError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     return 0
 
 
