@@ -7,42 +7,45 @@ from pathlib import Path
 import pytest
 
 from tests.test_tokenizer_support import (
+    WEB_SETS,
+    extracted_web_documents,
     is_held_out,
     shared_data,
-    training_run_dir,
     web_documents,
+    web_training_documents,
     write_parquet,
 )
 from tokenizer.evaluate import compare, format_table
 from tokenizer.evaluate import main as evaluate_main
 from tokenizer.train import train_tokenizer
 
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return training_run_dir(tmp_path_factory)
-
-
-# The shared corpus is ~2.7 MB of web text, three orders of magnitude below what a 32k vocabulary is
-# usually trained on; GPT-Neo's BPE saw the Pile. The gate the issue sets (ours >= reference) is
-# printed and reported; the assertion guards against regressions well below it.
-MIN_RATIO = 0.97
+# Even all real web text of the shared data (~6 M characters) is three orders of magnitude below what
+# a 32k vocabulary is usually trained on (GPT-Neo's BPE saw the Pile); bytes per token still rises with
+# every million characters added here, so the test trains on all of it. The issue's gate is
+# ours >= reference; the assertion leaves a small margin for upstream changes to extraction.
+MIN_RATIO = 0.995
 
 
 @pytest.fixture(scope="module")
-def tok32k(tmp_path_factory: pytest.TempPathFactory, run_dir: Path) -> Path:
+def tok32k(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("web-run") / "CC-MAIN-TEST"
+    write_parquet(web_training_documents(tmp_path_factory), run / "curated", n_files=3)
     out = tmp_path_factory.mktemp("tok32k")
-    train_tokenizer(run_dir, out, vocab_size=32768, progress=False)
+    train_tokenizer(run, out, vocab_size=32768, progress=False)
     return out
 
 
 def test_held_out_bytes_per_token_vs_gpt_neo(
-    tok32k: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tok32k: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
     held = [r for r in web_documents() if is_held_out(r)]
+    # a second, wider check: also the held-out curated pages of the trafilatura set and warc_samples
+    extra = [r for r in extracted_web_documents(tmp_path_factory) if r["curated"] and is_held_out(r)]
+    extra = [r for r in extra if not r["id"].startswith(tuple(f"{s}/" for s in WEB_SETS))]  # already in held
     (held_file,) = write_parquet(held, tmp_path / "held", n_files=1)
+    (wide_file,) = write_parquet(held + extra, tmp_path / "held_and_extracted", n_files=1)
     reference = shared_data() / "reference_tokenizer_gpt_neo"
-    rows = compare(tok32k, reference, [held_file])
+    rows = compare(tok32k, reference, [held_file, wide_file])
     with capsys.disabled():
         print("\n" + format_table(rows))
     _, ours, ref = rows[0]

@@ -31,8 +31,17 @@ def test_gpt4_exact_numbers_leave_the_space_alone() -> None:
 
 
 def test_words_contractions_punctuation_and_newlines() -> None:
-    assert pieces("We'LL see (maybe).\n\nOk") == ["We", "'LL", " see", " (", "maybe", ").\n\n", "Ok"]
+    assert pieces("We'LL see (maybe).\n\nOk") == ["We'LL", " see", " (", "maybe", ").\n\n", "Ok"]
     assert pieces("a   b") == ["a", "  ", " b"]
+    assert pieces("We'LL see", words="gpt4") == ["We", "'LL", " see"]
+
+
+def test_gpt4o_words_split_at_case_changes_and_keep_slashes_with_punctuation() -> None:
+    assert pieces("JavaScript iPhone HTML") == ["Java", "Script", " i", "Phone", " HTML"]
+    assert pieces("see https://x.org") == ["see", " https", "://", "x", ".org"]
+    assert pieces("JavaScript", words="gpt4") == ["JavaScript"]
+    with pytest.raises(ValueError):
+        split_pattern(words="gpt2")
 
 
 def test_combining_marks_stay_inside_words() -> None:
@@ -40,6 +49,7 @@ def test_combining_marks_stay_inside_words() -> None:
     assert pieces("cafe\u0301 ok") == ["cafe\u0301", " ok"]
 
 
-def test_every_character_lands_in_exactly_one_piece() -> None:
-    text = "Grüße, 東京 2024 — naïve café 😀!\r\n\tend  "
-    assert "".join(pieces(text)) == text
+@pytest.mark.parametrize("words", ["gpt4o", "gpt4"])
+def test_every_character_lands_in_exactly_one_piece(words: str) -> None:
+    text = "Grüße, 東京 2024 — naïve café 😀!\r\n\tend  don't O'Neil's McDonald's"
+    assert "".join(pieces(text, words=words)) == text

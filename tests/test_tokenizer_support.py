@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.shared_data import shared_data_dir
+from tests.shared_data import EXTRACTION_SETS, shared_data_dir, warc_sample_files, write_extraction_warc
 
 WEB_SETS = ("html_extraction_aeb", "html_extraction_readability", "html_extraction_wcxb")
 _CACHE: dict[str, Any] = {}
@@ -104,6 +104,50 @@ def training_run_dir(factory: pytest.TempPathFactory) -> Path:
         write_parquet([r for r in web_documents() if not is_held_out(r)], run / "curated", n_files=3)
         _CACHE["run_dir"] = run
     return _CACHE["run_dir"]
+
+
+# The curate stage's steps after language ID: what they drop is English text that was extracted but
+# failed a quality rule. It is real web text, and at this corpus size every such character counts.
+QUALITY_STEPS = ("gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality")
+
+
+def extracted_web_documents(factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """English text the curate stage extracts from all real pages of shared/data (~2 min on 2 cores).
+
+    The four `html_extraction_*` sets (as WARCs) and the `warc_samples` files go through
+    `python -m pipelines.run --no-dedup`; kept are the curated documents plus those only a quality
+    rule removed. A benchmark page keeps its ground-truth id (`<set>/<id>`), so `is_held_out` puts a
+    page's extraction on the same side of the split as its ground-truth text.
+    """
+    if "extracted" not in _CACHE:
+        from tests.conftest import run_cli
+
+        shared_data()  # skip when absent
+        work = factory.mktemp("extracted")
+        ids: dict[str, str] = {}
+        warcs = []
+        for set_name in EXTRACTION_SETS:  # one WARC per set: one curate task each, run in parallel
+            warc = work / f"{set_name}.warc.gz"
+            for rid, row in write_extraction_warc(warc, (set_name,)).items():
+                ids[rid] = f"{set_name}/{row['id']}" if rid not in ids else ""  # "": same URL in two sets
+            warcs.append(warc)
+        inputs = [*map(str, warcs), *map(str, warc_sample_files())]
+        run_cli("pipelines.run", *inputs, "--out", str(work), "--dump", "WEB", "--no-dedup", "--workers", "2")
+        run = work / "WEB"
+        folders = [run / "curated", *(run / "removed" / step for step in QUALITY_STEPS)]
+        rows = []
+        for path in sorted(p for folder in folders for p in folder.glob("*.parquet")):
+            for rec in pq.read_table(path, columns=["text", "id", "url"]).to_pylist():
+                doc_id = ids.get(rec["id"], f"warc/{rec['id']}")
+                if rec["text"] and doc_id:
+                    rows.append({**_row(doc_id, rec["text"], rec["url"]), "curated": path.parent.name == "curated"})
+        _CACHE["extracted"] = rows
+    return _CACHE["extracted"]
+
+
+def web_training_documents(factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """All real web text of the training split: ground-truth texts, CCNet samples and extractions."""
+    return [r for r in web_documents() + extracted_web_documents(factory) if not is_held_out(r)]
 
 
 def small_tokenizer_dir(factory: pytest.TempPathFactory) -> Path:

@@ -18,7 +18,7 @@ from tokenizer.artifacts import tokenizer_sha256, write_tokenizer_dir
 from tokenizer.corpus import SampleStats, sample_texts
 from tokenizer.inputs import resolve_parquet
 from tokenizer.model import EOT, new_bpe
-from tokenizer.pattern import split_pattern
+from tokenizer.pattern import WORD_STYLES, split_pattern
 
 DEFAULT_CHAR_BUDGET = 2_000_000_000
 DEFAULT_DOC_CHAR_CAP = 100_000
@@ -49,11 +49,12 @@ def train_tokenizer(
     seed: int = 0,
     column: str = "text",
     progress: bool = True,
+    words: str = "gpt4o",
 ) -> TrainResult:
     """Train on a seeded sample of the parquet documents in `inputs`; write the tokenizer folder."""
     start = time.perf_counter()
     files = resolve_parquet(inputs)
-    pattern = split_pattern(max_digits=max_digits, number_space=number_space)
+    pattern = split_pattern(max_digits=max_digits, number_space=number_space, words=words)
     tok = new_bpe(pattern)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -75,6 +76,7 @@ def train_tokenizer(
         "vocab_size_requested": vocab_size,
         "vocab_size": tok.get_vocab_size(),
         "split_pattern": pattern,
+        "split_words": words,
         "char_budget": char_budget,
         "doc_char_cap": doc_char_cap,
         "min_frequency": min_frequency,
@@ -104,6 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--doc-char-cap", type=int, default=DEFAULT_DOC_CHAR_CAP, help="chars kept per doc")
     parser.add_argument("--max-digits", type=int, default=3, help="digit group size; 0 = unlimited")
     parser.add_argument("--no-number-space", action="store_true", help="GPT-4 exact: no space before numbers")
+    parser.add_argument("--words", choices=WORD_STYLES, default="gpt4o", help="word split rule (pattern.py)")
     parser.add_argument("--min-frequency", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--column", default="text")
@@ -121,6 +124,7 @@ def main(argv: list[str] | None = None) -> None:
         seed=args.seed,
         column=args.column,
         progress=not args.quiet,
+        words=args.words,
     )
     print(
         f"wrote {result.path} (vocab {result.vocab_size}, {EOT} id {result.eot_id}, "
