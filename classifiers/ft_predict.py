@@ -18,6 +18,7 @@ import os
 import re
 from collections.abc import Sequence
 from functools import lru_cache
+from itertools import count
 
 import numpy as np
 
@@ -104,18 +105,17 @@ class UnigramPredictor:
 
     def clear_cache(self) -> None:
         """Forget every cached word (the memory bound; also a cold start for benchmarks)."""
+        # word -> provisional id: the running token number at which the word was first seen. Ids
+        # increase with the rows, so ``searchsorted`` over ``_provisional`` maps an id to its row.
         self._index: dict[str, int] = {}
+        self._next_token = 0
+        self._rows = 0
+        self._provisional = np.zeros(1024, dtype=np.int64)
         self._sums = np.zeros((1024, self.model.args.dim), dtype=np.float32)
         self._counts = np.zeros(1024, dtype=np.int64)
 
-    def _add_words(self, words: list[str]) -> None:
+    def _add_words(self, words: list[str], provisional: np.ndarray) -> None:
         """Row sums and row counts of new words, computed together in one vectorized pass."""
-        start = len(self._index)
-        end = start + len(words)
-        if end > len(self._counts):
-            capacity = max(end, 2 * len(self._counts))
-            self._sums = np.resize(self._sums, (capacity, self._sums.shape[1]))
-            self._counts = np.resize(self._counts, capacity)
         word_idx, rows = subword_rows(self.model, words, self.vocab)
         order = np.argsort(word_idx, kind="stable")
         word_idx, rows = word_idx[order], rows[order]
@@ -124,24 +124,34 @@ class UnigramPredictor:
         present = np.flatnonzero(counts)
         if len(present):
             starts = np.concatenate(([0], np.cumsum(counts[present])[:-1]))
-            vectors = np.asarray(self.model.input[rows], dtype=np.float64)
-            sums[present] = np.add.reduceat(vectors, starts, axis=0)  # float64 sum, float32 stored
+            # float64 sum, float32 stored; summing float32 rows into float64 beats converting them first
+            sums[present] = np.add.reduceat(self.model.input[rows], starts, axis=0, dtype=np.float64)
+        start, end = self._rows, self._rows + len(words)
+        if end > len(self._counts):  # grow by doubling: appends stay amortized O(1) per word
+            capacity = max(end, 2 * len(self._counts))
+            self._sums = np.resize(self._sums, (capacity, self._sums.shape[1]))
+            self._counts = np.resize(self._counts, capacity)
+            self._provisional = np.resize(self._provisional, capacity)
         self._sums[start:end] = sums
         self._counts[start:end] = counts
-        self._index.update(zip(words, range(start, end), strict=True))
+        self._provisional[start:end] = provisional
+        self._rows = end
 
     def _word_ids(self, tokens: list[str]) -> np.ndarray:
-        """Cache row of every token, computing the words not cached yet in one pass."""
-        try:
-            return np.fromiter(map(self._index.__getitem__, tokens), dtype=np.int64, count=len(tokens))
-        except KeyError:
-            pass
-        new = list(set(tokens).difference(self._index))  # order is irrelevant to the sums
-        if len(self._index) + len(new) > self.max_words:  # bound the memory: start over
+        """Cache row of every token, computing the words not cached yet in one pass.
+
+        One ``setdefault`` pass over the tokens both looks every token up and inserts the new
+        words: a new word gets the running token number as its id, so the tokens whose returned
+        id equals their own number are exactly the first occurrences of new words."""
+        if len(self._index) > self.max_words:  # bound the memory (to max_words + one chunk): start over
             self.clear_cache()
-            new = list(set(tokens))
-        self._add_words(new)
-        return np.fromiter(map(self._index.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+        first = self._next_token
+        self._next_token = first + len(tokens)
+        ids = np.fromiter(map(self._index.setdefault, tokens, count(first)), dtype=np.int64, count=len(tokens))
+        new = np.flatnonzero(ids == np.arange(first, first + len(tokens)))
+        if len(new):
+            self._add_words([tokens[i] for i in new.tolist()], ids[new])
+        return np.searchsorted(self._provisional[: self._rows], ids)
 
     @staticmethod
     def tokens(text: str) -> list[str]:

@@ -18,6 +18,7 @@ FNV_OFFSET = np.uint32(2166136261)
 FNV_PRIME = np.uint32(16777619)
 EOS = "</s>"
 SEPARATOR = 0x20  # never inside a token: fastText splits on it
+_EMPTY = (np.empty(0, np.int64), np.empty(0, np.uint32))
 
 
 def _sign_extended(byte: np.ndarray) -> np.ndarray:
@@ -26,9 +27,56 @@ def _sign_extended(byte: np.ndarray) -> np.ndarray:
 
 
 def ngram_hashes(words: list[str], minn: int, maxn: int) -> tuple[np.ndarray, np.ndarray]:
-    """(word index, FNV-1a hash) of every character n-gram of ``<word>`` (grouped by length)."""
+    """(word index, FNV-1a hash) of every character n-gram of ``<word>``.
+
+    ASCII words (most of them, in most languages' web text) take a path with no gathers: an n-gram
+    is n bytes, so every start position advances together on shifted views of the byte string.
+    """
     if maxn <= 0 or not words:
-        return np.empty(0, np.int64), np.empty(0, np.uint32)
+        return _EMPTY
+    ascii_words = np.fromiter(map(str.isascii, words), dtype=bool, count=len(words))
+    if ascii_words.all():
+        return _ascii_ngram_hashes(words, minn, maxn)
+    if not ascii_words.any():
+        return _utf8_ngram_hashes(words, minn, maxn)
+    parts = []
+    for mask, fn in ((ascii_words, _ascii_ngram_hashes), (~ascii_words, _utf8_ngram_hashes)):
+        index = np.flatnonzero(mask)
+        widx, hashes = fn([words[i] for i in index.tolist()], minn, maxn)
+        parts.append((index[widx], hashes))
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _ascii_ngram_hashes(words: list[str], minn: int, maxn: int) -> tuple[np.ndarray, np.ndarray]:
+    """``ngram_hashes`` for words of ASCII characters only (one byte per character)."""
+    data = np.frombuffer(("<" + "> <".join(words) + "> ").encode("ascii"), dtype=np.uint8)
+    is_sep = data == SEPARATOR
+    word_of_byte = np.cumsum(is_sep) - is_sep
+    seps_before = np.concatenate(([0], np.cumsum(is_sep)))  # separators in data[:i]
+    bow = np.concatenate(([True], is_sep[:-1]))  # the '<' that opens a word
+    wide = data.astype(np.uint32)
+    h = np.full(len(data), FNV_OFFSET, dtype=np.uint32)
+    word_idx, hashes = [], []
+    for n in range(1, maxn + 1):
+        size = len(data) - n + 1  # n-grams starting at 0 .. size-1
+        if size <= 0:
+            break
+        h = (h[:size] ^ wide[n - 1 :]) * FNV_PRIME
+        if n < minn:
+            continue
+        keep = seps_before[n : n + size] == seps_before[:size]  # no separator inside the n-gram
+        if n == 1:  # a lone '<' or '>' is no n-gram
+            keep &= ~bow[:size] & ~np.append(is_sep[1:], True)[:size]
+        start = np.flatnonzero(keep)
+        word_idx.append(word_of_byte[start])
+        hashes.append(h[start])
+    if not hashes:
+        return _EMPTY
+    return np.concatenate(word_idx).astype(np.int64), np.concatenate(hashes)
+
+
+def _utf8_ngram_hashes(words: list[str], minn: int, maxn: int) -> tuple[np.ndarray, np.ndarray]:
+    """``ngram_hashes`` for any words: n-grams of UTF-8 characters, hashed byte by byte."""
     blob = ("<" + "> <".join(words) + "> ").encode("utf-8", "surrogatepass")
     data = np.frombuffer(blob, dtype=np.uint8)
     ascii_only = bool(data.max() < 0x80)
@@ -68,7 +116,7 @@ def ngram_hashes(words: list[str], minn: int, maxn: int) -> tuple[np.ndarray, np
                 word_idx.append(word_of_char[begin])
                 hashes.append(h.copy())
     if not hashes:
-        return np.empty(0, np.int64), np.empty(0, np.uint32)
+        return _EMPTY
     return np.concatenate(word_idx).astype(np.int64), np.concatenate(hashes)
 
 

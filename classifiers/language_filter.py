@@ -28,7 +28,7 @@ class FastTextLanguageFilter(BaseFilter):
         threshold: float = 0.65,
         model_path: str | None = None,
         exclusion_writer: DiskWriter | None = None,
-        batch_size: int = 64,
+        batch_size: int = 256,
         fast: bool = True,
     ):
         super().__init__(exclusion_writer, batch_size=batch_size)

@@ -98,6 +98,7 @@ def test_subword_rows_equal_fasttext_ids(sample_texts: list[str], tmp_path: Path
         paths.append(str(train_model(tmp_path, "softmax")))  # a dense, unpruned .bin
     words = sorted({w for t in sample_texts for w in t.split()} | {"</s>", "a", "é", "🙂"})
     words = [w for w in words if not w.startswith("__label__")][:: max(1, len(words) // 5000)]
+    words += ["<", ">", "<>", "x>y", "a<b", "é>"]  # brackets inside words: the ASCII hashing path
     # (labels never reach subword_rows; 5000 words of all scripts suffice)
     for path in paths:
         parsed = read_fasttext(path)
