@@ -250,7 +250,7 @@ def fineweb_quality(cleaned: str, n_words: int, config: SignalConfig) -> dict[st
 def compute_signals(
     text: str, tokenizer: WordTokenizer, config: SignalConfig | None = None
 ) -> tuple[dict[str, float], C4Result]:
-    """All signals of one document (call inside ``tokenizer.batch()``)."""
+    """All signals of one document (call inside ``tokenizer.batch()``, which bounds the tokenizer memory)."""
     config = config or SignalConfig()
     tok = tokenizer.tokenize(text)
     words = tok.words

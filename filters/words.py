@@ -4,8 +4,12 @@ datatrove's Gopher, C4 and FineWeb filters each run spaCy (tokenizer + sentenciz
 again, and C4 once more per line. spaCy splits on whitespace before anything else, so the tokens of
 a line are exactly the tokens of the whole text that fall inside it: one ``make_doc`` per document
 serves the word lists of Gopher and FineWeb and C4's per-line sentence counts (the sentencizer's
-rule is replayed on the line's tokens). Memory zones are opened per batch, not per document, so the
-tokenizer's cache survives across documents without the vocabulary growing without bound.
+rule is replayed on the line's tokens).
+
+No spaCy memory zone: inside one, spaCy's tokenizer caches nothing (``Tokenizer._save_cached``
+returns early), so every whitespace chunk of every document went through the affix rules again.
+Instead the vocabulary (which the cache needs) may grow to ``MAX_VOCAB_STRINGS`` and the pipeline is
+then rebuilt between batches: the cache works and memory stays bounded.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from datatrove.utils.word_tokenizers import SpaCyTokenizer, load_word_tokenizer
+
+MAX_VOCAB_STRINGS = 1_000_000  # ~ a few hundred MB of lexemes and cache entries, then start afresh
 
 
 @dataclass
@@ -59,15 +65,15 @@ class WordTokenizer:
 
     @contextmanager
     def batch(self) -> Iterator[None]:
-        """One spaCy memory zone for a batch of documents."""
-        if not self.is_spacy:
-            yield
-            return
-        with self._impl.tokenizer.memory_zone():
-            yield
+        """A batch of documents; before it, a spaCy pipeline whose vocabulary outgrew the bound is
+        rebuilt (datatrove's ``SpaCyTokenizer`` creates a fresh one on next use)."""
+        if self.is_spacy and self._impl._tokenizer is not None:
+            if len(self._impl._tokenizer.vocab.strings) > MAX_VOCAB_STRINGS:
+                self._impl._tokenizer = None
+        yield
 
     def tokenize(self, text: str) -> Tokenized:
-        """Call inside ``batch()``; token strings are copied out so they outlive the zone."""
+        """Call inside ``batch()``; token strings are copied out so they outlive a pipeline reset."""
         if not self.is_spacy:
             words = self._impl.word_tokenize(text)
             return Tokenized(text, [(-1, w, False, False, False) for w in words])

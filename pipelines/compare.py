@@ -4,6 +4,7 @@ and compare their keep/drop decisions (the parity test and ``bench/curate.py`` u
 from __future__ import annotations
 
 import dataclasses
+import resource
 import shutil
 import tempfile
 import time
@@ -30,6 +31,19 @@ class Decisions:
     kept: set[str] = field(default_factory=set)
     reasons: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # this process and its reaped children (the extraction sandbox)
+
+
+def cpu_clock() -> float:
+    """CPU seconds of this process plus its terminated children.
+
+    Extraction runs in a sandbox child that each pipeline reaps when its step ends, so the
+    difference of two readings around a run is that run's CPU time on every core it used: a
+    per-core throughput that other jobs on a shared machine do not distort as they do wall time.
+    """
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def run_steps(steps: list[PipelineStep]) -> Iterable:
@@ -73,9 +87,9 @@ def reference_decisions(files: list[Path], timeout: float = 1.0, warmup: list[Pa
         if warmup:
             run(warmup, Path(tmp) / "warmup")
             out.seen.clear()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_clock()
         out.kept = run(files, Path(tmp) / "run")
-        out.seconds = time.perf_counter() - start
+        out.seconds, out.cpu_seconds = time.perf_counter() - start, cpu_clock() - cpu
     return out
 
 
@@ -99,10 +113,10 @@ def curate_decisions(
                 pass
             shutil.rmtree(layout.root)
             steps[0] = type(steps[0])(source.base, paths_file=str(listing), dump="compare")
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_clock()
         for _ in run_steps(steps):
             pass
-        out.seconds = time.perf_counter() - start
+        out.seconds, out.cpu_seconds = time.perf_counter() - start, cpu_clock() - cpu
         for file in layout.curated.glob("*.parquet"):
             ids = pq.read_table(file, columns=["id"]).column("id").to_pylist()
             out.kept.update(ids)

@@ -114,3 +114,20 @@ def test_sentence_count_matches_spacy_sentencizer(line: str) -> None:
     tokenizer = WordTokenizer("en")
     with tokenizer.batch():
         assert count_sentences(tokenizer.tokenize(line).tokens) == len(split_into_sentences(line, "eng"))
+
+
+def test_tokenizer_memory_bound_rebuilds_spacy_with_the_same_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No memory zone (spaCy caches nothing inside one): past the vocabulary bound the pipeline is
+    rebuilt between batches, and tokens do not change across the rebuild."""
+    import filters.words as words
+
+    tokenizer = WordTokenizer("en")
+    with tokenizer.batch():
+        before = [tokenizer.tokenize(text).tokens for text in SYNTHETIC]
+    first = tokenizer._impl.tokenizer
+    assert len(first.vocab.strings) > 50
+    monkeypatch.setattr(words, "MAX_VOCAB_STRINGS", 50)
+    with tokenizer.batch():
+        after = [tokenizer.tokenize(text).tokens for text in SYNTHETIC]
+    assert tokenizer._impl.tokenizer is not first
+    assert after == before
