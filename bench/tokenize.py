@@ -102,8 +102,16 @@ def main() -> None:
         print(
             f"{len(texts):,} documents, {chars:.1f} M chars, {available_cores()} cores, tokenizer {tok_file}"
         )
-        workers = f"workers: build {args.build_workers}, datatrove {args.workers}"
-        print(f"median of {args.runs} interleaved runs; {workers}")
+        cores = available_cores()
+        build = (
+            f"{args.build_workers} processes x {max(1, cores // args.build_workers)} Rust threads"
+            if args.build_workers > 1
+            else f"threads: tiktoken {cores} per call; HF {cores} Python threads, tokenizers' pool off"
+        )
+        print(
+            f"median of {args.runs} interleaved runs; raw: tokenizers' pool ({cores} threads); "
+            f"build: {build}; datatrove: {args.workers} processes, tokenizers' pool in each"
+        )
         results = run_all(texts, work, tok_file, args)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,18 +1,23 @@
 """Tokenize one slice of a parquet file into a temporary token part (tokens + document lengths).
 
 Runs on a worker thread or process: encodes batches (encoders.py picks the engine) and writes raw
-tokens with the separators already in place, so the shuffle step only copies bytes.
+tokens with the separators already in place, so the shuffle step only copies bytes. With HF tokenizers'
+own threads off (pool.tokenizers_threads_off), `encode_threads` batches are encoded at once, in order.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow.parquet as pq
 
-from mixtures.encoders import Encode, choose_encoder
+from mixtures.encoders import choose_encoder, engine_of
+from mixtures.pool import ordered_map, tokenizers_threads_are_off
+
+Batch = tuple[list[str], np.ndarray | None]  # non-empty texts, their cluster sizes
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,7 @@ class EncodeTask:
     eos_id: int | None
     fast: bool = True
     batch_docs: int = 1024
+    encode_threads: int = 1  # >1 only while HF tokenizers' own threads are off (parts.py)
 
 
 @dataclass(frozen=True)
@@ -48,32 +54,33 @@ class TokenPart:
 
 def encode_task(task: EncodeTask) -> TokenPart:
     """Encode the task's rows; empty texts are skipped (counted), each document gets its separator(s)."""
-    encode: Encode | None = None
     dtype = np.dtype(task.dtype).newbyteorder("<")
-    columns = [task.column] + ([task.cluster_column] if task.cluster_column else [])
     parquet = pq.ParquetFile(task.file)
     if task.cluster_column and task.cluster_column not in parquet.schema_arrow.names:
         raise KeyError(f"{task.file}: no `{task.cluster_column}` column to re-hydrate by")
     lengths: list[np.ndarray] = []
     clusters: list[np.ndarray] = []
-    skipped = total = 0
+    skipped = [0]
+    total = 0
+    batches = _batches(parquet, task, skipped)
+    first = next(batches, None)
     with open(task.out_prefix + ".tok", "wb") as out:
-        for batch in parquet.iter_batches(task.batch_docs, row_groups=task.row_groups, columns=columns):
-            texts = batch.column(0).to_pylist()
-            keep = [i for i, t in enumerate(texts) if t]
-            skipped += len(texts) - len(keep)
-            if not keep:
-                continue
-            docs = [texts[i] for i in keep]
-            if encode is None:
-                encode = choose_encoder(task.tokenizer_file, docs, allow_fast=task.fast)
-            tokens, doc_lengths = _with_separators(encode(docs), dtype, task.bos_id, task.eos_id)
-            tokens.tofile(out)
-            lengths.append(doc_lengths)
-            total += int(tokens.size)
-            if task.cluster_column:
-                sizes = batch.column(1).to_numpy(zero_copy_only=False)
-                clusters.append(np.nan_to_num(sizes[keep].astype(np.float64), nan=1).astype(np.int64))
+        if first is not None:
+            encode = choose_encoder(task.tokenizer_file, first[0], allow_fast=task.fast)
+            # tiktoken fans out over threads itself; HF gets them here when its own pool is off
+            hf_serial = engine_of(encode) == "tokenizers" and tokenizers_threads_are_off()
+            threads = task.encode_threads if hf_serial else 1
+
+            def work(batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+                tokens, doc_lengths = _with_separators(encode(batch[0]), dtype, task.bos_id, task.eos_id)
+                return tokens, doc_lengths, batch[1]
+
+            for tokens, doc_lengths, sizes in ordered_map(work, itertools.chain([first], batches), threads):
+                tokens.tofile(out)
+                lengths.append(doc_lengths)
+                total += int(tokens.size)
+                if sizes is not None:
+                    clusters.append(sizes)
     lengths_arr = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     np.save(task.out_prefix + ".len.npy", lengths_arr)
     cluster_path = None
@@ -87,8 +94,24 @@ def encode_task(task: EncodeTask) -> TokenPart:
         cluster_path=cluster_path,
         documents=int(lengths_arr.size),
         tokens=total,
-        skipped_empty=skipped,
+        skipped_empty=skipped[0],
     )
+
+
+def _batches(parquet: pq.ParquetFile, task: EncodeTask, skipped: list[int]) -> Iterator[Batch]:
+    """The task's non-empty texts, `batch_docs` rows at a time; empty ones are counted in `skipped`."""
+    columns = [task.column] + ([task.cluster_column] if task.cluster_column else [])
+    for batch in parquet.iter_batches(task.batch_docs, row_groups=task.row_groups, columns=columns):
+        texts = batch.column(0).to_pylist()
+        keep = [i for i, t in enumerate(texts) if t]
+        skipped[0] += len(texts) - len(keep)
+        if not keep:
+            continue
+        sizes = None
+        if task.cluster_column:
+            raw = batch.column(1).to_numpy(zero_copy_only=False)[keep]
+            sizes = np.nan_to_num(raw.astype(np.float64), nan=1).astype(np.int64)
+        yield [texts[i] for i in keep], sizes
 
 
 def _with_separators(

@@ -87,7 +87,17 @@ def _fast_encode(version: tuple[str, int, int]) -> Encode | None:
     ):
         return None
     encoding = tiktoken.Encoding("cc2model", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
-    return lambda texts: encoding.encode_ordinary_batch(texts, num_threads=_threads())
+
+    def encode(texts: list[str]) -> list[list[int]]:
+        return encoding.encode_ordinary_batch(texts, num_threads=_threads())
+
+    encode.engine = "tiktoken"  # type: ignore[attr-defined]
+    return encode
+
+
+def engine_of(encode: Encode) -> str:
+    """"tiktoken" for the fast encoder (it runs its own threads), else "tokenizers"."""
+    return getattr(encode, "engine", "tokenizers")
 
 
 def choose_encoder(path: str, sample: list[str], allow_fast: bool = True) -> Encode:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from mixtures.encode import EncodeTask, TokenPart, encode_task
 from mixtures.manifest import TokenizerInfo
-from mixtures.pool import run_tasks
+from mixtures.pool import available_cores, run_tasks, tokenizers_threads_off
 from mixtures.sources import ResolvedSource, check_shard_tokenizer, shard_part
 
 ROWS_PER_TASK = 50_000
@@ -53,7 +54,15 @@ def tokenize_sources(
                         fast=fast,
                     )
                 )
-    parts.extend(run_tasks(encode_task, tasks, workers, desc="tokenizing", progress=progress))
+    if workers > 1:  # processes: each sets its own Rust thread count (pool.py)
+        parts.extend(run_tasks(encode_task, tasks, workers, desc="tokenizing", progress=progress))
+    else:
+        with tokenizers_threads_off() as off:
+            # one core per batch in flight: tasks run on min(tasks, cores) threads, each encodes
+            # cores / threads batches at once, so a single large file still uses every core
+            inner = max(1, available_cores() // max(1, min(len(tasks), available_cores()))) if off else 1
+            tasks = [dataclasses.replace(t, encode_threads=inner) for t in tasks]
+            parts.extend(run_tasks(encode_task, tasks, workers, desc="tokenizing", progress=progress))
     return sorted(parts, key=lambda p: p.source)
 
 

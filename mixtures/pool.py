@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TypeVar
@@ -30,6 +31,8 @@ R = TypeVar("R")
 Runner = Callable[[Callable[[T], R], Sequence[T], str], list[R]]
 _RUNNER: ContextVar[Runner | None] = ContextVar("mixtures_task_runner", default=None)
 
+PARALLELISM_ENV = "TOKENIZERS_PARALLELISM"
+_OFF = ("", "off", "false", "f", "no", "n", "0")  # the values HF tokenizers reads as "off"
 _PRELOAD = ["numpy", "pyarrow.parquet", "tokenizers", "mixtures.encode", "mixtures.writer"]
 
 
@@ -88,3 +91,42 @@ def _executor(workers: int, n_tasks: int) -> Executor:
 def _init_worker(threads: int) -> None:
     os.environ["RAYON_NUM_THREADS"] = str(threads)
     os.environ["TOKENIZERS_PARALLELISM"] = "true" if threads > 1 else "false"
+
+
+@contextmanager
+def tokenizers_threads_off() -> Iterator[bool]:
+    """HF tokenizers' own thread pool off while the block runs; yields whether it is off.
+
+    A fork-join over every `encode_batch_fast` call leaves cores idle at each batch's longest document
+    and spins under load; Python threads that each encode a whole batch on one core do not. tokenizers
+    reads the variable at every call, so it is set for the block only, and a value the user set wins.
+    """
+    if PARALLELISM_ENV in os.environ:
+        yield tokenizers_threads_are_off()
+        return
+    os.environ[PARALLELISM_ENV] = "false"
+    try:
+        yield True
+    finally:
+        os.environ.pop(PARALLELISM_ENV, None)
+
+
+def tokenizers_threads_are_off() -> bool:
+    """Whether HF tokenizers runs each call on the calling thread only (it is on when unset)."""
+    value = os.environ.get(PARALLELISM_ENV)
+    return value is not None and value.lower() in _OFF
+
+
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], threads: int) -> Iterator[R]:
+    """`map(fn, items)` on `threads` threads, in order, reading at most 2 x threads items ahead."""
+    if threads <= 1:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        pending: deque[Future[R]] = deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= 2 * threads:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()

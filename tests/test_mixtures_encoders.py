@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from mixtures.build import build_mixture
+from mixtures.encode import EncodeTask, encode_task
 from mixtures.encoders import choose_encoder, fast_encode, hf_encode
+from mixtures.pool import PARALLELISM_ENV, tokenizers_threads_off
 from tests.test_tokenizer_support import (
     lingua_sentences,
     shared_data,
@@ -51,3 +54,23 @@ def test_build_bytes_do_not_depend_on_the_encoder(tok_file: str, tmp_path: Path)
     auto = build_mixture(spec, tmp_path / "auto", progress=False)
     hf = build_mixture({**spec, "encoder": "hf"}, tmp_path / "hf", progress=False)
     assert [f.sha256 for f in auto.files] == [f.sha256 for f in hf.files]
+
+
+def test_hf_batches_encoded_on_threads_come_out_in_order(tmp_path: Path) -> None:
+    """The HF path with tokenizers' own pool off: several batches at once, the same bytes as one at a time."""
+    reference = str(shared_data() / "reference_tokenizer_gpt_neo" / "tokenizer.json")  # stays on HF
+    (src,) = write_parquet(web_documents()[:90], tmp_path / "src", n_files=1)
+    before = os.environ.get(PARALLELISM_ENV)
+    outputs = []
+    for threads in (1, 3):
+        task = EncodeTask(
+            source=0, file=str(src), row_groups=(0,), column="text", cluster_column="minhash_cluster_size",
+            out_prefix=str(tmp_path / f"t{threads}"), tokenizer_file=reference, dtype="uint16", bos_id=None,
+            eos_id=0, batch_docs=7, encode_threads=threads,
+        )
+        with tokenizers_threads_off():
+            part = encode_task(task)
+        outputs.append([Path(p).read_bytes() for p in (part.tokens_path, part.lengths_path, part.cluster_path)])
+        assert part.documents == 90
+    assert outputs[0] == outputs[1]
+    assert os.environ.get(PARALLELISM_ENV) == before
