@@ -7,7 +7,7 @@ layer (hierarchical softmax or softmax) is then a few matrix products for the wh
 
 Same tokenization (split on ASCII space, ``\\n \\r \\t \\v \\f \\0``; a ``</s>`` token ends the
 line; ``__label__`` tokens are ignored), same n-gram ids, same scores up to float rounding (fastText
-adds rows in float32; here word sums are kept in float32 and added in float64), so the same labels.
+adds rows in float32; here a word's rows are summed in float32 and word sums added in float64), so the same labels.
 Models with word n-grams (``wordNgrams > 1``) or the one-vs-all loss are not handled: ``supports``
 says so and callers fall back to fastText.
 """
@@ -18,9 +18,9 @@ import os
 import re
 from collections.abc import Sequence
 from functools import lru_cache
-from itertools import count
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
 from classifiers.ft_format import LABEL_PREFIX, FastTextFile, read_fasttext
 from classifiers.ft_subwords import EOS, subword_rows
@@ -85,6 +85,22 @@ def hs_paths(counts: np.ndarray) -> np.ndarray:
     return out
 
 
+class WordIndex(dict):
+    """word -> row in the predictor's cache; a missing word gets the next row and waits in ``pending``
+    for its row sum (a Python call per new word only: known words stay a C dictionary lookup)."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: list[str] = []
+
+    def __missing__(self, word: str) -> int:
+        row = self[word] = len(self)
+        self.pending.append(word)
+        return row
+
+
 class UnigramPredictor:
     """Batch predictions of a supervised unigram fastText model; caches up to ``max_words`` words."""
 
@@ -105,53 +121,40 @@ class UnigramPredictor:
 
     def clear_cache(self) -> None:
         """Forget every cached word (the memory bound; also a cold start for benchmarks)."""
-        # word -> provisional id: the running token number at which the word was first seen. Ids
-        # increase with the rows, so ``searchsorted`` over ``_provisional`` maps an id to its row.
-        self._index: dict[str, int] = {}
-        self._next_token = 0
+        self._index = WordIndex()
         self._rows = 0
-        self._provisional = np.zeros(1024, dtype=np.int64)
         self._sums = np.zeros((1024, self.model.args.dim), dtype=np.float32)
         self._counts = np.zeros(1024, dtype=np.int64)
 
-    def _add_words(self, words: list[str], provisional: np.ndarray) -> None:
-        """Row sums and row counts of new words, computed together in one vectorized pass."""
+    def _add_words(self, words: list[str]) -> None:
+        """Row sums and row counts of new words, appended to the cache in one vectorized pass.
+
+        The sums are one sparse (words x input rows) product: no gathered copy of the rows and no
+        sort by word. float32 accumulation, as fastText's own ``addRow``.
+        """
         word_idx, rows = subword_rows(self.model, words, self.vocab)
-        order = np.argsort(word_idx, kind="stable")
-        word_idx, rows = word_idx[order], rows[order]
-        counts = np.bincount(word_idx, minlength=len(words))
-        sums = np.zeros((len(words), self._sums.shape[1]), dtype=np.float32)
-        present = np.flatnonzero(counts)
-        if len(present):
-            starts = np.concatenate(([0], np.cumsum(counts[present])[:-1]))
-            # float64 sum, float32 stored; summing float32 rows into float64 beats converting them first
-            sums[present] = np.add.reduceat(self.model.input[rows], starts, axis=0, dtype=np.float64)
+        incidence = csr_matrix(
+            (np.ones(len(rows), dtype=np.float32), (word_idx, rows)), shape=(len(words), len(self.model.input))
+        )
         start, end = self._rows, self._rows + len(words)
         if end > len(self._counts):  # grow by doubling: appends stay amortized O(1) per word
             capacity = max(end, 2 * len(self._counts))
             self._sums = np.resize(self._sums, (capacity, self._sums.shape[1]))
             self._counts = np.resize(self._counts, capacity)
-            self._provisional = np.resize(self._provisional, capacity)
-        self._sums[start:end] = sums
-        self._counts[start:end] = counts
-        self._provisional[start:end] = provisional
+        self._sums[start:end] = incidence @ self.model.input
+        self._counts[start:end] = np.bincount(word_idx, minlength=len(words))
         self._rows = end
 
     def _word_ids(self, tokens: list[str]) -> np.ndarray:
-        """Cache row of every token, computing the words not cached yet in one pass.
-
-        One ``setdefault`` pass over the tokens both looks every token up and inserts the new
-        words: a new word gets the running token number as its id, so the tokens whose returned
-        id equals their own number are exactly the first occurrences of new words."""
+        """Cache row of every token: one C-level lookup per token; the words not cached yet get
+        their rows on the way (``WordIndex.__missing__``) and are computed together afterwards."""
         if len(self._index) > self.max_words:  # bound the memory (to max_words + one chunk): start over
             self.clear_cache()
-        first = self._next_token
-        self._next_token = first + len(tokens)
-        ids = np.fromiter(map(self._index.setdefault, tokens, count(first)), dtype=np.int64, count=len(tokens))
-        new = np.flatnonzero(ids == np.arange(first, first + len(tokens)))
-        if len(new):
-            self._add_words([tokens[i] for i in new.tolist()], ids[new])
-        return np.searchsorted(self._provisional[: self._rows], ids)
+        ids = np.fromiter(map(self._index.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+        if self._index.pending:
+            words, self._index.pending = self._index.pending, []
+            self._add_words(words)
+        return ids
 
     @staticmethod
     def tokens(text: str) -> list[str]:
@@ -219,21 +222,24 @@ class UnigramPredictor:
         hidden, counts = self.hidden(texts)
         scores = self.log_probs(hidden)
         k = len(self.labels) if k < 0 else min(k, len(self.labels))
-        top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        if k < scores.shape[1]:  # partial sort: only the k best of each row are ordered
+            top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+            order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1, kind="stable")
+            top = np.take_along_axis(top, order, axis=1)
+        else:
+            top = np.argsort(-scores, axis=1, kind="stable")
         top_scores = np.take_along_axis(scores, top, axis=1)
         if self.model.args.loss == "softmax":
             keep = np.exp(top_scores) - LOG_EPS >= threshold
         else:
             keep = top_scores >= np.log(threshold + LOG_EPS)
-        probs = np.exp(top_scores)
-        out = []
-        for row, (labels, p, ok) in enumerate(zip(top, probs, keep, strict=True)):
-            if counts[row] == 0:  # fastText returns nothing for an empty input
-                out.append(((), ()))
-                continue
-            n = int(ok.sum()) if not ok.all() else len(ok)
-            out.append((tuple(self.labels[j] for j in labels[:n]), tuple(float(x) for x in p[:n])))
-        return out
+        # scores are sorted, so the kept ones are a prefix; fastText returns nothing for an empty input
+        n_kept = np.where(counts > 0, keep.sum(axis=1), 0).tolist()
+        label_of = self.labels.__getitem__
+        return [
+            (tuple(map(label_of, labels[:n])), tuple(probs[:n]))
+            for labels, probs, n in zip(top.tolist(), np.exp(top_scores).tolist(), n_kept, strict=True)
+        ]
 
 
 def load_predictor(path: str) -> UnigramPredictor | None:

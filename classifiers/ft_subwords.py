@@ -8,7 +8,7 @@ Python per word costs ~30 µs; here one numpy pass handles all new words of a ba
 
 from __future__ import annotations
 
-from itertools import repeat
+from itertools import compress, repeat
 
 import numpy as np
 
@@ -41,9 +41,8 @@ def ngram_hashes(words: list[str], minn: int, maxn: int) -> tuple[np.ndarray, np
         return _utf8_ngram_hashes(words, minn, maxn)
     parts = []
     for mask, fn in ((ascii_words, _ascii_ngram_hashes), (~ascii_words, _utf8_ngram_hashes)):
-        index = np.flatnonzero(mask)
-        widx, hashes = fn([words[i] for i in index.tolist()], minn, maxn)
-        parts.append((index[widx], hashes))
+        widx, hashes = fn(list(compress(words, mask.tolist())), minn, maxn)
+        parts.append((np.flatnonzero(mask)[widx], hashes))
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
