@@ -121,29 +121,29 @@ class UnigramPredictor:
 
     def clear_cache(self) -> None:
         """Forget every cached word (the memory bound; also a cold start for benchmarks)."""
-        self._index = WordIndex()
-        self._rows = 0
+        self._index = WordIndex()  # its length is the number of rows in use
         self._sums = np.zeros((1024, self.model.args.dim), dtype=np.float32)
         self._counts = np.zeros(1024, dtype=np.int64)
 
     def _add_words(self, words: list[str]) -> None:
         """Row sums and row counts of new words, appended to the cache in one vectorized pass.
 
-        The sums are one sparse (words x input rows) product: no gathered copy of the rows and no
-        sort by word. float32 accumulation, as fastText's own ``addRow``.
+        Called with the words ``WordIndex`` just queued, which hold the last rows of the index. The
+        sums are one sparse (words x input rows) product, with no gathered copy of the rows; float32
+        accumulation, as fastText's own ``addRow``.
         """
         word_idx, rows = subword_rows(self.model, words, self.vocab)
         incidence = csr_matrix(
             (np.ones(len(rows), dtype=np.float32), (word_idx, rows)), shape=(len(words), len(self.model.input))
         )
-        start, end = self._rows, self._rows + len(words)
+        end = len(self._index)
+        start = end - len(words)
         if end > len(self._counts):  # grow by doubling: appends stay amortized O(1) per word
             capacity = max(end, 2 * len(self._counts))
             self._sums = np.resize(self._sums, (capacity, self._sums.shape[1]))
             self._counts = np.resize(self._counts, capacity)
         self._sums[start:end] = incidence @ self.model.input
         self._counts[start:end] = np.bincount(word_idx, minlength=len(words))
-        self._rows = end
 
     def _word_ids(self, tokens: list[str]) -> np.ndarray:
         """Cache row of every token: one C-level lookup per token; the words not cached yet get
@@ -223,7 +223,8 @@ class UnigramPredictor:
         scores = self.log_probs(hidden)
         k = len(self.labels) if k < 0 else min(k, len(self.labels))
         if k < scores.shape[1]:  # partial sort: only the k best of each row are ordered
-            top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+            # in label order first, so that equal scores keep the full stable sort's order
+            top = np.sort(np.argpartition(-scores, k - 1, axis=1)[:, :k], axis=1)
             order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1, kind="stable")
             top = np.take_along_axis(top, order, axis=1)
         else:
