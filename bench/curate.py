@@ -19,23 +19,20 @@ task reads a 1 GB WARC, so the timed figure is the per-document throughput both 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 # bench/ holds tokenize.py, which would shadow the stdlib module: run from the repo root instead.
-sys.path[0] = str(Path(__file__).resolve().parents[1])
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from statistics import median
 
-import argparse  # noqa: E402
-import dataclasses  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import tempfile  # noqa: E402
-from statistics import median  # noqa: E402
-
-from curate.warc_writer import Page, write_pages  # noqa: E402
-from pipelines.compare import curate_decisions, disagreements, reference_decisions  # noqa: E402
-from pipelines.recipe import load_recipe  # noqa: E402
-from tests import shared_data  # noqa: E402
+from pipelines.recipe import load_recipe
+from tests.support import shared_data
+from tests.support.parity import curate_decisions, disagreements, reference_decisions
+from tests.support.warc_writer import Page, write_pages
 
 
 def main() -> None:

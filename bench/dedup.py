@@ -9,24 +9,18 @@ Every method turns the same documents into 112 MinHash values (14 bands x 8 rows
 time is also printed). Medians over the rounds are reported.
 """
 
-# ruff: noqa: E402
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-if sys.path and Path(sys.path[0]).resolve() == ROOT / "bench":
-    sys.path[0] = str(ROOT)  # run as a script: bench/ holds files named like stdlib modules (tokenize.py)
 
 import argparse
 import random
 import resource
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -42,7 +36,9 @@ from dedup.evaluation import edit_words, jaccard, paragraph_chunks, real_texts
 from dedup.keys import MinhashKeyer
 from dedup.signatures import DedupSignatures
 from dedup.text import spacy_english
-from tests.shared_data import shared_data_dir
+from tests.support.shared_data import shared_data_dir
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def shared_data() -> Path:

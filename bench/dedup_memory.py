@@ -11,23 +11,17 @@ second cluster run keeps the number of duplicates fixed at 5,000 to show that cl
 memory follows duplicate pairs, not documents.
 """
 
-# ruff: noqa: E402
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-if sys.path and Path(sys.path[0]).resolve() == ROOT / "bench":
-    sys.path[0] = str(ROOT)  # run as a script: bench/ holds files named like stdlib modules (tokenize.py)
 
 import argparse
 import json
 import resource
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 from datatrove.data import Document
@@ -40,6 +34,8 @@ from dedup.formats import SIG_KIND, SIGNATURE, signature_path
 from dedup.records import Header, RecordWriter
 from dedup.signatures import DedupSignatures
 from dedup.text import spacy_english
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CONFIG = DedupConfig()
 TASKS = 8

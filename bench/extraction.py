@@ -13,24 +13,21 @@ deduplicate). "ours, recall mode" is the same path with ``favour_precision: fals
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 # bench/ holds tokenize.py, which would shadow the stdlib module: run from the repo root instead.
-sys.path[0] = str(Path(__file__).resolve().parents[1])
+import argparse
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+from statistics import mean
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import re  # noqa: E402
-from collections import Counter  # noqa: E402
-from statistics import mean  # noqa: E402
+import trafilatura
 
-import trafilatura  # noqa: E402
-
-from curate.extract import trafilatura_extract  # noqa: E402
-from curate.warc import decode_payload  # noqa: E402
-from pipelines.recipe import load_recipe  # noqa: E402
-from tests import shared_data  # noqa: E402
+from curate.extract import trafilatura_extract
+from curate.warc import decode_payload
+from pipelines.recipe import load_recipe
+from tests.support import shared_data
 
 WORD = re.compile(r"\w+")
 SPACE = re.compile(r"\s+")

@@ -15,33 +15,33 @@ seen are still new); and again on the warm cache (every word cached: the upper b
 medians, ratios to datatrove, and whether every label and keep/drop decision is identical to
 datatrove's.
 
-    python bench/lid.py [--repeats 5] [--sets extracted paragraphs] [--json out.json]
+    python -m bench.lid [--repeats 5] [--sets extracted paragraphs] [--json out.json]
 """
 
+# ruff: noqa: E402  (the BLAS thread limits must be set before numpy is imported)
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
 
-sys.path[0] = str(Path(__file__).resolve().parents[1])  # bench/tokenize.py would shadow the stdlib
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from statistics import median  # noqa: E402
+import argparse
+import json
+import time
+from collections.abc import Callable
+from statistics import median
 
-from datatrove.data import Document  # noqa: E402
+from datatrove.data import Document
 
-from classifiers.ft_predict import load_predictor  # noqa: E402
-from classifiers.language_filter import FastTextLanguageFilter  # noqa: E402
-from classifiers.lid import bundled_ft176_path  # noqa: E402
-from classifiers.lid_data import load_labelled, paragraphs  # noqa: E402
-from pipelines.reference import reference_language_filter  # noqa: E402
-from tests import shared_data  # noqa: E402
+from classifiers.ft_predict import load_predictor
+from classifiers.language_filter import FastTextLanguageFilter
+from classifiers.lid import bundled_ft176_path
+from classifiers.lid_data import load_labelled, paragraphs
+from tests.support import shared_data
+from tests.support.datatrove_reference import reference_language_filter
 
 
 def extracted_texts() -> list[str]:

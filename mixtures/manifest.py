@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from mixtures.atomic import atomic_write_bytes
+from common.atomic import atomic_write_bytes
 
 MANIFEST_NAME = "manifest.json"
 FORMAT = "datatrove-tokenized"

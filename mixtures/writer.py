@@ -14,7 +14,7 @@ from pathlib import Path
 import humanize
 import numpy as np
 
-from mixtures.atomic import atomic_open, atomic_write_bytes
+from common.atomic import atomic_open, atomic_write_bytes
 from mixtures.manifest import ShardFile
 
 BUFFER_TOKENS = 1 << 22

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.report_data import STEP_ALIASES, DocSet, RunInfo, disk_reasons, load_run, normalize, resolve_run_dir
-from pipelines.report_scan import iter_batches
+from pipelines.report.data import STEP_ALIASES, DocSet, RunInfo, disk_reasons, load_run, normalize, resolve_run_dir
+from pipelines.report.scan import iter_batches
 
 TEXT_FIELDS = ("text", "id", "url", "dump", "date", "warc_path", "language", "filter_reason")
 

@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines.atomic import atomic_write_text
+from common.atomic import atomic_write_text
 from pipelines.curate import build_curate_pipeline
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
 from pipelines.layout import RunLayout
@@ -25,7 +25,7 @@ from pipelines.recipe import Recipe, RecipeError, load_recipe
 from pipelines.sources import DEFAULT_CC_BASE, ResolvedSource, SourceError, resolve_source
 
 if TYPE_CHECKING:
-    from pipelines.ray_chain import RayOptions
+    from pipelines.ray.chain import RayOptions
 
 VERSIONED = (
     "datatrove",
@@ -164,7 +164,7 @@ def ray_options(args: argparse.Namespace) -> RayOptions | None:
     """The chain's Ray options with ``--executor ray``, else None (the chain runs locally)."""
     if args.executor != "ray":
         return None
-    from pipelines.ray_chain import RayOptions
+    from pipelines.ray.chain import RayOptions
 
     return RayOptions(args.ray_address, args.ray_cpus_per_task, args.ray_memory_per_task)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from datatrove.utils.stats import PipelineStats
 
-from pipelines.atomic import atomic_write_text
+from common.atomic import atomic_write_text
 
 METRICS = ("doc_len", "doc_len_tokens", "documents")  # distributions, not counts
 

@@ -1,26 +1,12 @@
-"""Shared fixtures: one run of the bundled sample, reused by the CLI, refilter and output tests."""
+"""Shared fixtures: one run of the bundled sample, reused by the CLI, refilter and output tests; the ``e2e`` marker."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def run_cli(*args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess:
-    """``python -m <args>`` from the repo root, with output captured."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(
-        [sys.executable, "-m", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
-    return proc
+from tests.support.cli import run_cli
 
 
 @pytest.fixture(scope="session")

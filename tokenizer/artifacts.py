@@ -10,7 +10,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from mixtures.atomic import atomic_write_bytes
+from common.atomic import atomic_write_bytes
 from tokenizer.model import EOT
 
 TOKENIZER_FILE = "tokenizer.json"

@@ -1,7 +1,7 @@
 """The bundled sample crawl: a small synthetic WARC shipped with the package for offline runs and tests.
 
-``sample.warc.gz`` is written by :mod:`pipelines.sample.make_sample` from original text in
-:mod:`pipelines.sample.texts`; each capture's ``metadata`` record labels what kind of page it is
+``sample.warc.gz`` is written by :mod:`scripts.sample.make_sample` from original text in
+:mod:`scripts.sample.texts`; each capture's ``metadata`` record labels what kind of page it is
 (``sample-kind``), so tests can check what the pipeline kept and dropped.
 """
 

@@ -1,0 +1,233 @@
+"""``python -m pipelines.report RUN``: the run report, ``RUN/report/index.html`` with PNG plots.
+
+People curating a crawl would rather look than read JSON. Every count in the report is the one in
+``stats.json``; the parquet files add what stats cannot say (tokens, lengths, languages, domains,
+scores, sampled documents). All numbers go to ``report/report.json`` first and the plots and the
+page are drawn from that one dict, so what is shown is what was counted. The page is static: no
+script, no external asset, images by relative path; it opens offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from common.atomic import atomic_write_text
+from pipelines.report.data import PRECHECK_SUFFIX, RunInfo, load_run, resolve_run_dir
+from pipelines.report.html import render
+from pipelines.report.plots import draw_all
+from pipelines.report.scan import LENGTH_EDGES, TOKEN_NOTE, Profile, count_rows, scan
+
+SAMPLES_PER_REASON = 2
+SAMPLES_KEPT = 4
+SAMPLES_PER_SET = 6
+TOP_DOMAINS = 15
+QUALITY_BINS = 40
+
+
+def _extraction_index(run: RunInfo) -> int:
+    """The step after which documents hold extracted text (tokens are undefined before it)."""
+    index = run.step_index("extraction")
+    return index if index is not None else -1
+
+
+def _where(path: Path, shared: set[Path]) -> str:
+    """``removed/<dir>/`` of a file, or its pattern in a folder two steps write to (language, pre-check)."""
+    if path.name.endswith(PRECHECK_SUFFIX):
+        return f"removed/{path.parent.name}/*{PRECHECK_SUFFIX}"
+    return f"removed/{path.parent.name}/" + ("NNNNN.parquet" if path.parent in shared else "")
+
+
+def _steps(run: RunInfo, profiles: dict[str, Profile]) -> list[dict]:
+    first_text = _extraction_index(run)
+    shared = {f.parent for s in run.removed for f in s.files if f.name.endswith(PRECHECK_SUFFIX)}
+    rows = []
+    for i, step in enumerate(run.steps):
+        own = [s for s in run.removed if s.key in step.removed_dirs]
+        removed_rows = sum(profiles[d].docs for d in step.removed_dirs) if step.removed_dirs else 0
+        later = [s for s in run.removed if s.step is not None and s.step > i]
+        tokens = profiles["kept"].tokens + sum(profiles[s.key].tokens for s in later)
+        rows.append(
+            {
+                "stage": step.stage,
+                "step": step.name,
+                "in": step.n_in,
+                "kept": step.kept,
+                "dropped": step.dropped,
+                "reasons": step.reasons,
+                "removed_dirs": step.removed_dirs,
+                "removed_paths": sorted({_where(f, shared) for s in own for f in s.files}),
+                "removed_rows": removed_rows,
+                "consistent": removed_rows == step.dropped,
+                "tokens_kept": tokens if i >= first_text else None,
+            }
+        )
+    return rows
+
+
+def _funnel(steps: list[dict]) -> list[dict]:
+    if not steps:
+        return []
+    head = {"label": "read (HTML responses)", "docs": steps[0]["in"], "tokens": None}
+    return [head] + [{"label": s["step"], "docs": s["kept"], "tokens": s["tokens_kept"]} for s in steps]
+
+
+def _removals(run: RunInfo, profiles: dict[str, Profile]) -> list[dict]:
+    """Drops by (step, reason) as ``stats.json`` counts them; drops stats gives no reason for are named
+    from the files' ``filter_reason`` (the dedup filter records reasons only there)."""
+    rows = []
+    for step in run.steps:
+        rows += [{"step": step.name, "reason": r, "count": n} for r, n in step.reasons.items()]
+        if not step.unexplained:
+            continue
+        on_disk = _sum([profiles[d].reasons for d in step.removed_dirs])
+        extra = {r: n for r, n in on_disk.most_common() if r not in step.reasons}
+        if sum(extra.values()) == step.unexplained:
+            rows += [{"step": step.name, "reason": r, "count": n} for r, n in extra.items()]
+        else:
+            label = next(iter(extra), "(no reason recorded)")
+            rows.append({"step": step.name, "reason": label, "count": step.unexplained})
+    return rows
+
+
+def _sum(counters: list[Counter]) -> Counter:
+    total: Counter = Counter()
+    for c in counters:
+        total.update(c)
+    return total
+
+
+def _quality(kept: Profile, removed: list[Profile]) -> dict | None:
+    scores_kept = kept.quality_scores
+    scores_removed = np.concatenate([p.quality_scores for p in removed] or [np.zeros(0)])
+    both = np.concatenate([scores_kept, scores_removed])
+    if not len(both):
+        return None
+    lo, hi = float(both.min()), float(both.max())
+    edges = np.linspace(lo, hi if hi > lo else lo + 1.0, QUALITY_BINS + 1)
+    return {
+        "edges": edges.tolist(),
+        "kept": np.histogram(scores_kept, edges)[0].tolist(),
+        "removed": np.histogram(scores_removed, edges)[0].tolist(),
+    }
+
+
+def _clusters(kept: Profile) -> dict | None:
+    if not kept.cluster_sizes:
+        return None
+    sizes = {str(k): v for k, v in sorted(kept.cluster_sizes.items())}
+    return {"sizes": sizes, "duplicates_removed": sum((k - 1) * v for k, v in kept.cluster_sizes.items())}
+
+
+def _samples(run: RunInfo, profiles: dict[str, Profile]) -> list[dict]:
+    out = []
+    for docset in [run.kept, *run.removed]:
+        profile = profiles[docset.key]
+        by_reason = sorted(profile.samples.items(), key=lambda kv: -profile.reasons.get(kv[0], 0))
+        picked: list[dict] = []
+        for rank in range(max((len(r.items) for _, r in by_reason), default=0)):  # round-robin over reasons
+            picked += [r.items[rank] for _, r in by_reason if rank < len(r.items)]
+        out.append({"set": docset.key, "label": docset.label, "docs": profile.docs, "items": picked[:SAMPLES_PER_SET]})
+    return out
+
+
+def build_report_data(run: RunInfo, seed: int = 0) -> dict:
+    """Every number and sample the report shows, JSON-serializable."""
+    sets = [run.kept, *run.removed]
+    total = sum(count_rows(s.files) for s in sets)
+    with tqdm(total=total, desc="report: reading documents", unit="doc", disable=None) as bar:  # quiet off a TTY
+        profiles = {s.key: scan(s, SAMPLES_KEPT if s.key == "kept" else SAMPLES_PER_REASON, seed, bar) for s in sets}
+    kept = profiles["kept"]
+    removed = [profiles[s.key] for s in run.removed]
+    first_text = _extraction_index(run)
+    before = [kept] + [profiles[s.key] for s in run.removed if s.step is not None and s.step > first_text]
+    steps = _steps(run, profiles)
+    return {
+        "dump": run.dump,
+        "root": str(run.root),
+        "meta": {k: run.meta.get(k) for k in ("source", "command", "started_at", "versions")},
+        "recipe": (run.meta.get("config") or {}).get("recipe", {}).get("name"),
+        "token_note": TOKEN_NOTE,
+        "stages": {
+            k: {x: v.get(x) for x in ("tasks_completed", "tasks_total")} for k, v in run.stats["stages"].items()
+        },
+        "reader": run.reader,
+        "steps": steps,
+        "funnel": _funnel(steps),
+        "totals": {
+            "records": run.reader.get("records"),
+            "html_documents": steps[0]["in"] if steps else None,
+            "kept_documents": kept.docs,
+            "kept_tokens": kept.tokens,
+            "kept_from": run.kept.label,
+        },
+        "removals": _removals(run, profiles),
+        "languages": {"kept": dict(kept.languages), "removed": dict(_sum([p.languages for p in removed]))},
+        "lengths": {
+            "edges": LENGTH_EDGES.tolist(),
+            "before": np.sum([p.lengths for p in before], axis=0).tolist(),
+            "after": kept.lengths.tolist(),
+        },
+        "quality": _quality(kept, removed),
+        "clusters": _clusters(kept),
+        "domains": {
+            "kept": kept.domains.most_common(TOP_DOMAINS),
+            "removed": _sum([p.domains for p in removed]).most_common(TOP_DOMAINS),
+        },
+        "samples": _samples(run, profiles),
+    }
+
+
+def write_report(run_dir: Path) -> Path:
+    """Write ``run_dir/report/`` (index.html, report.json, PNGs); return the index.html path."""
+    run = load_run(Path(run_dir))
+    data = build_report_data(run)
+    folder = run.root / "report"
+    images = draw_all(data, folder)
+    atomic_write_text(folder / "report.json", json.dumps(data, indent=1, default=str))
+    index = folder / "index.html"
+    atomic_write_text(index, render(data, images))
+    for path in (index, folder / "report.json"):
+        path.chmod(0o644)  # atomic writes are private by default; a report is meant to be shared
+    return index
+
+
+def summary_for(run_dir: Path) -> str:
+    """``summary_table`` of a run whose report is written (what ``pipelines.run`` prints at the end)."""
+    return summary_table(json.loads((Path(run_dir) / "report" / "report.json").read_text()))
+
+
+def summary_table(data: dict) -> str:
+    """The short table printed at the end of a run: documents and tokens through the steps."""
+    lines = [f"{'step':28} {'in':>9} {'kept':>9} {'dropped':>8} {'tokens kept':>12}  top reasons"]
+    for s in data["steps"]:
+        reasons = ", ".join(f"{k}={v}" for k, v in list(s["reasons"].items())[:3])
+        tokens = f"{s['tokens_kept']:,}" if s["tokens_kept"] is not None else "-"
+        lines.append(f"{s['step'][:28]:28} {s['in']:>9,} {s['kept']:>9,} {s['dropped']:>8,} {tokens:>12}  {reasons}")
+    t = data["totals"]
+    lines.append(f"kept: {t['kept_documents']:,} documents, {t['kept_tokens']:,} tokens ({data['token_note']})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.report", description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="run directory (OUT/<DUMP>), or an OUT folder holding one run")
+    args = parser.parse_args(argv)
+    try:
+        index = write_report(resolve_run_dir(args.run))
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(summary_table(json.loads((index.parent / "report.json").read_text())))
+    print(f"report: {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

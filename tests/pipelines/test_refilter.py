@@ -1,0 +1,87 @@
+"""``pipelines.refilter``: new thresholds over stored signals, no re-extraction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from pipelines.recipe import DEFAULT_RECIPE, RecipeError, load_recipe
+from tests.support.cli import run_cli
+
+pytestmark = pytest.mark.e2e
+
+
+def _count(folder: Path) -> int:
+    return sum(pq.read_metadata(f).num_rows for f in folder.glob("*.parquet"))
+
+
+def _recipe(tmp_path: Path, name: str, **rules: dict) -> Path:
+    data = yaml.safe_load(DEFAULT_RECIPE.read_text())
+    data["name"] = name
+    for rule, thresholds in rules.items():
+        data["rules"][rule].update(thresholds)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_same_recipe_reproduces_the_run(sample_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "same"
+    run_cli("pipelines.refilter", str(sample_run), "--recipe", str(DEFAULT_RECIPE), "--out", str(out))
+    assert _count(out / "curated") == _count(sample_run / "curated")
+    for rule in ("gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality"):
+        assert _count(out / "removed" / rule) == _count(sample_run / "removed" / rule), rule
+
+
+def test_stricter_threshold_removes_more_and_says_so(sample_run: Path, tmp_path: Path) -> None:
+    recipe = _recipe(tmp_path, "strict", gopher_quality={"min_doc_words": 400})
+    proc = run_cli("pipelines.refilter", str(sample_run), "--recipe", str(recipe))
+    out = sample_run / "refilter" / "strict"
+    before, after = _count(sample_run / "curated"), _count(out / "curated")
+    assert after < before
+    assert _count(out / "removed" / "gopher_quality") > _count(sample_run / "removed" / "gopher_quality")
+    assert "curated -> gopher_quality" in proc.stdout and "gopher_short_doc" in proc.stdout
+    for row in pq.read_table(next((out / "removed" / "gopher_quality").glob("*.parquet"))).to_pylist():
+        assert row["word_count"] < 400 or row["filter_reason"] != "gopher_short_doc"
+
+
+def test_looser_threshold_brings_documents_back_edited(sample_run: Path, tmp_path: Path) -> None:
+    recipe = _recipe(
+        tmp_path,
+        "loose",
+        gopher_quality={"min_doc_words": 5},
+        c4_quality={"min_num_sentences": 1},
+        fineweb_quality={"line_punct_thr": 0.0, "short_line_thr": 1.0, "char_duplicates_ratio": 1.0},
+    )
+    run_cli("pipelines.refilter", str(sample_run), "--recipe", str(recipe))
+    out = sample_run / "refilter" / "loose"
+    assert _count(out / "curated") > _count(sample_run / "curated")
+    new_rows = pq.read_table(next((out / "curated").glob("*.parquet"))).to_pylist()
+    assert all(r["filter_reason"] is None for r in new_rows)
+    assert all("javascript" not in line.lower() for r in new_rows for line in r["text"].splitlines())
+
+
+def test_refilter_refuses_bad_arguments(tmp_path: Path) -> None:
+    proc = run_cli("pipelines.refilter", str(tmp_path), "--recipe", str(DEFAULT_RECIPE), check=False)
+    assert proc.returncode == 2 and "not a run directory" in proc.stderr
+
+
+def test_recipe_validation_errors_are_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    for text, expected in [
+        ("language:\n  threshold: high\n", "expected a number"),
+        ("language:\n  model: /nope/lid.bin\n", "not found"),
+        ("extraction: [1, 2]\n", "expected a mapping"),
+        ("nonsense: 1\n", "unknown key"),
+    ]:
+        bad.write_text(text)
+        try:
+            load_recipe(bad)
+        except RecipeError as err:
+            assert expected in str(err) and "\n" not in str(err)
+        else:
+            raise AssertionError(f"accepted: {text!r}")
+    assert load_recipe().rules.fineweb_quality.char_duplicates_ratio == 0.01
