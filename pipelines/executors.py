@@ -15,13 +15,12 @@ from typing import Any
 from datatrove.executor.base import PipelineExecutor
 from datatrove.executor.local import LocalPipelineExecutor
 
+from pipelines.errors import ExecutorError
 from pipelines.layout import StageFolder
 
+__all__ = ["EXECUTORS", "ExecutorError", "make_executor"]
+
 ExecutorFactory = Callable[..., PipelineExecutor]
-
-
-class ExecutorError(RuntimeError):
-    """A stage cannot run or did not finish on its executor: the CLI prints it as one line."""
 
 
 def local_executor(pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, **_: Any) -> PipelineExecutor:

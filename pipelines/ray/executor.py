@@ -24,7 +24,7 @@ from typing import Any
 
 from datatrove.executor.ray import RayPipelineExecutor
 
-from pipelines.executors import ExecutorError
+from pipelines.errors import ExecutorError
 from pipelines.layout import StageFolder
 
 REPO = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pipelines.executors import ExecutorError
+from pipelines.errors import ExecutorError
 from pipelines.ray.executor import alive_nodes, connect, fit_resources
 
 T = TypeVar("T")
