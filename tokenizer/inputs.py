@@ -7,14 +7,14 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-# A run directory holds both; deduplicated documents are the ones to train and mix on.
-RUN_SUBDIRS = ("deduped", "curated")
+from common.run_dir import is_visible, kept_documents_dir, parquet_under
 
 
 def resolve_parquet(inputs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Return the sorted parquet files named by `inputs` (each a run dir, a folder, a glob or a file).
 
-    A run dir (`out/<DUMP>/`) resolves to `deduped/` when that has parquet, else `curated/`.
+    A run dir (`out/<DUMP>/`) resolves to its kept documents (`common.run_dir`: `deduped/` when that has
+    parquet, else `curated/`).
     Hidden files (temp files of writers in progress) are skipped. Raises if nothing matches.
     """
     items = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs)
@@ -29,21 +29,7 @@ def resolve_parquet(inputs: str | os.PathLike[str] | Iterable[str | os.PathLike[
 def _resolve_one(item: str) -> list[Path]:
     path = Path(item)
     if path.is_dir():
-        for sub in RUN_SUBDIRS:
-            files = _parquet_under(path / sub)
-            if files:
-                return files
-        return _parquet_under(path)
+        return parquet_under(kept_documents_dir(path) or path)
     if path.is_file():
         return [path]
-    return [Path(p) for p in glob.glob(item, recursive=True) if Path(p).is_file() and _visible(Path(p))]
-
-
-def _parquet_under(folder: Path) -> list[Path]:
-    if not folder.is_dir():
-        return []
-    return [p for p in folder.rglob("*.parquet") if p.is_file() and _visible(p)]
-
-
-def _visible(path: Path) -> bool:
-    return not path.name.startswith(".")
+    return [Path(p) for p in glob.glob(item, recursive=True) if Path(p).is_file() and is_visible(Path(p))]

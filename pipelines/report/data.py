@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from common.run_dir import kept_documents_dir
 from pipelines.layout import RunLayout
 
 # stages whose output is documents, in run order; the other dedup_* stages only compute signatures,
@@ -195,8 +196,7 @@ def load_run(run_dir: Path) -> RunInfo:
     stats = json.loads(layout.stats_json.read_text())
     meta = json.loads(layout.run_json.read_text()) if layout.run_json.exists() else {}
     steps = filtering_steps(stats)
-    deduped = "dedup_filter" in stats.get("stages", {}) and any(layout.deduped.glob("*.parquet"))
-    folder = layout.deduped if deduped else layout.curated
+    folder = kept_documents_dir(layout.root) or layout.curated
     kept = DocSet("kept", f"kept ({folder.name}/)", sorted(folder.glob("*.parquet")))
     removed = _removed_sets(layout, steps)
     return RunInfo(layout.root, meta, stats, steps, reader_counters(stats), kept, removed)

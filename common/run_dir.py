@@ -1,0 +1,37 @@
+"""Which folder of a run directory holds its kept documents: ``deduped/`` when dedup ran, else ``curated/``.
+
+Tokenizer training, mixture sources (through ``tokenizer.inputs``) and the run report all read "the
+documents of a run" and must agree on what that is, so the rule lives here, below every room that needs
+it; none of them has to import a room above it (``pipelines.layout``) to learn it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CURATED = "curated"
+DEDUPED = "deduped"
+# Deduplicated documents are the ones to train and mix on; curated ones are kept only without dedup.
+KEPT_ORDER = (DEDUPED, CURATED)
+
+
+def kept_documents_dir(run_dir: str | Path) -> Path | None:
+    """``run_dir/deduped`` when it holds parquet, else ``run_dir/curated`` when that does; None for neither."""
+    for name in KEPT_ORDER:
+        folder = Path(run_dir) / name
+        if parquet_under(folder):
+            return folder
+    return None
+
+
+def parquet_under(folder: str | Path) -> list[Path]:
+    """Visible parquet files anywhere under ``folder`` (unsorted); [] when it is not a folder."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return [p for p in folder.rglob("*.parquet") if p.is_file() and is_visible(p)]
+
+
+def is_visible(path: Path) -> bool:
+    """Hidden names are temp files of writers still in progress (``common.atomic`` writes ``.NAME.*.tmp``)."""
+    return not path.name.startswith(".")
