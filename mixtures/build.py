@@ -3,9 +3,10 @@
     python -m mixtures.build mixture.yaml --out out/mixture
 
 (1) every source is tokenized in parallel (pool.py) into temporary parts, which gives exact available token
-counts; (2) the spec is refused, with the numbers, if a source would need more than `max_repetition`
-passes; (3) each document gets its number of copies (plan.py); (4) all copies of all sources are
-shuffled together and written as datatrove shards, then manifest.json (last, atomically).
+counts (so `target_tokens: epoch`, one pass over every document, needs no count beforehand); (2) the spec
+is refused, with the numbers, if a source would need more than `max_repetition` passes; (3) each document
+gets its number of copies (plan.py); (4) all copies of all sources are shuffled together and written as
+datatrove shards, then manifest.json (last, atomically).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import os
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +23,11 @@ import numpy as np
 
 from mixtures.manifest import MANIFEST_NAME, Manifest, ShardFile, SourceStats, TokenizerInfo, write_manifest
 from mixtures.parts import tokenize_sources
-from mixtures.plan import Demand, check_feasible, plan_copies, requested_tokens
+from mixtures.plan import Demand, InfeasibleMixture, check_feasible, plan_copies, requested_tokens
 from mixtures.pool import run_tasks
 from mixtures.shuffle import Docs, file_cuts, shuffled_copies, source_docs
 from mixtures.sources import ResolvedSource, resolve_source
-from mixtures.spec import MixtureSpec, load_spec, spec_from_dict
+from mixtures.spec import EPOCH, MixtureSpec, load_spec, spec_from_dict
 from mixtures.summary import format_summary
 from mixtures.writer import WriteTask, write_shard
 from tokenizer.artifacts import load_tokenizer, resolve_tokenizer_file, tokenizer_sha256
@@ -59,7 +61,10 @@ def build_mixture(
             sources, tok_file, info, append_eos, dtype, tmp, spec.workers, progress, fast
         )
         docs = [source_docs(parts, i, s.rehydrate) for i, s in enumerate(spec.sources)]
-        wanted = [requested_tokens(s.weight, spec.target_tokens) for s in spec.sources]
+        if spec.is_epoch:
+            spec, wanted = _one_epoch(spec, docs)
+        else:
+            wanted = [requested_tokens(s.weight, spec.target_tokens) for s in spec.sources]
         check_feasible(
             [
                 Demand(s.name, s.weight, want, d.tokens, s.max_repetition)
@@ -97,6 +102,18 @@ def _as_spec(spec: SpecLike) -> MixtureSpec:
     if isinstance(spec, dict):
         return spec_from_dict(spec)
     return load_spec(spec)
+
+
+def _one_epoch(spec: MixtureSpec, docs: list[Docs]) -> tuple[MixtureSpec, list[int]]:
+    """`target_tokens: epoch` made concrete once the sources are tokenized: all their tokens, each source
+    asking for exactly what it holds, and its share of them recorded as its weight."""
+    available = [d.tokens for d in docs]
+    total = sum(available)
+    if total == 0:
+        names = ", ".join(s.name for s in spec.sources)
+        raise InfeasibleMixture(f"target_tokens: {EPOCH}, but the sources hold no tokens ({names})")
+    sources = tuple(replace(s, weight=a / total) for s, a in zip(spec.sources, available, strict=True))
+    return replace(spec, sources=sources, target_tokens=total), available
 
 
 def _refuse_reading_own_output(sources: list[ResolvedSource], out: Path) -> None:

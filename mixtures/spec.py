@@ -19,6 +19,12 @@
         weight: 0.2
         max_repetition: 4
 
+`target_tokens: epoch` asks for one epoch of what the sources hold: every document of every source
+exactly once, counted while the build tokenizes them. Weights then describe nothing a reader could set
+(each source gives all its tokens), so a source under `epoch` takes no weight other than 1, no
+`max_repetition` other than 1 and no `rehydrate`; the manifest records as each source's weight its
+share of the epoch's tokens (its realized ratio).
+
 Relative paths are resolved against the spec file's folder.
 """
 
@@ -28,12 +34,13 @@ import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
 SEPARATORS = ("append", "prepend", "both")
 ENCODERS = ("auto", "hf")
+EPOCH = "epoch"  # `target_tokens: epoch`: every document of every source once
 
 
 class SpecError(ValueError):
@@ -55,10 +62,10 @@ class SourceSpec:
 
 @dataclass(frozen=True)
 class MixtureSpec:
-    """A whole mixture; weights are normalised to sum to 1."""
+    """A whole mixture; weights are normalised to sum to 1. `target_tokens` is a count or ``EPOCH``."""
 
     sources: tuple[SourceSpec, ...]
-    target_tokens: int
+    target_tokens: int | Literal["epoch"]
     seq_len: int
     tokenizer: str
     seed: int = 0
@@ -67,6 +74,11 @@ class MixtureSpec:
     workers: int = 1
     encoder: str = "auto"
     base_dir: Path = field(default_factory=Path.cwd)
+
+    @property
+    def is_epoch(self) -> bool:
+        """One epoch of the sources: the token target is whatever they hold, known once they are tokenized."""
+        return self.target_tokens == EPOCH
 
     def resolve(self, path: str) -> str:
         """A spec path made absolute against the spec's folder (globs kept as globs)."""
@@ -104,7 +116,8 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | os.PathLike[str] | None
     raw_sources = data["sources"]
     if not isinstance(raw_sources, list) or not raw_sources:
         raise SpecError("`sources` must be a non-empty list")
-    sources = [_source(s, i) for i, s in enumerate(raw_sources)]
+    epoch = data["target_tokens"] == EPOCH
+    sources = [_source(s, i, epoch) for i, s in enumerate(raw_sources)]
     names = [s.name for s in sources]
     if len(set(names)) != len(names):
         raise SpecError(f"source names must be unique: {names}")
@@ -121,7 +134,7 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | os.PathLike[str] | None
         raise SpecError(f"`encoder` must be one of {ENCODERS}, got {encoder!r}")
     return MixtureSpec(
         sources=tuple(sources),
-        target_tokens=_positive_int(data["target_tokens"], "target_tokens"),
+        target_tokens=EPOCH if epoch else _target_tokens(data["target_tokens"]),
         seq_len=_positive_int(data["seq_len"], "seq_len"),
         tokenizer=str(data["tokenizer"]),
         seed=int(data.get("seed", 0)),
@@ -133,32 +146,58 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | os.PathLike[str] | None
     )
 
 
-def _source(raw: Any, idx: int) -> SourceSpec:
+def _source(raw: Any, idx: int, epoch: bool = False) -> SourceSpec:
     if not isinstance(raw, dict):
         raise SpecError(f"sources[{idx}] must be a mapping")
     where = f"sources[{idx}] ({raw.get('name', '?')})"
     unknown = set(raw) - {"name", "path", "weight", "max_repetition", "rehydrate", "column", "cluster_column"}
     if unknown:
         raise SpecError(f"{where}: unknown keys {sorted(unknown)}")
-    for key in ("name", "path", "weight"):
+    for key in ("name", "path") if epoch else ("name", "path", "weight"):
         if key not in raw:
             raise SpecError(f"{where}: missing `{key}`")
     paths = raw["path"] if isinstance(raw["path"], list) else [raw["path"]]
-    weight = float(raw["weight"])
-    max_rep = float(raw.get("max_repetition", 1.0))
+    weight = _number(raw.get("weight", 1.0), "weight", where)
+    max_rep = _number(raw.get("max_repetition", 1.0), "max_repetition", where)
     if not math.isfinite(weight) or weight < 0:
-        raise SpecError(f"{where}: weight must be >= 0, got {raw['weight']!r}")
+        raise SpecError(f"{where}: weight must be >= 0, got {raw.get('weight')!r}")
     if not math.isfinite(max_rep) or max_rep <= 0:
         raise SpecError(f"{where}: max_repetition must be > 0, got {raw.get('max_repetition')!r}")
+    rehydrate = _rehydrate(raw.get("rehydrate"), where)
+    if epoch:
+        _check_epoch_source(weight, max_rep, rehydrate, where)
     return SourceSpec(
         name=str(raw["name"]),
         paths=tuple(str(p) for p in paths),
         weight=weight,
         max_repetition=max_rep,
-        rehydrate=_rehydrate(raw.get("rehydrate"), where),
+        rehydrate=rehydrate,
         column=str(raw.get("column", "text")),
         cluster_column=str(raw.get("cluster_column", "minhash_cluster_size")),
     )
+
+
+def _check_epoch_source(weight: float, max_rep: float, rehydrate: dict[int, int] | None, where: str) -> None:
+    """Under `target_tokens: epoch` a source gives each of its documents once: nothing may ask otherwise."""
+    if weight != 1:
+        asked = f"weight {weight:g}"
+    elif max_rep != 1:
+        asked = f"max_repetition {max_rep:g}"
+    elif rehydrate is not None:
+        asked = "rehydrate"
+    else:
+        return
+    raise SpecError(
+        f"{where}: {asked} has no meaning under `target_tokens: {EPOCH}` (every document once); "
+        "omit it, or give a token count to mix by weight"
+    )
+
+
+def _number(value: Any, key: str, where: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError) as err:
+        raise SpecError(f"{where}: {key} must be a number, got {value!r}") from err
 
 
 def _rehydrate(raw: Any, where: str) -> dict[int, int] | None:
@@ -173,6 +212,13 @@ def _rehydrate(raw: Any, where: str) -> dict[int, int] | None:
     if min(table) < 1 or min(table.values()) < 0:
         raise SpecError(f"{where}: rehydrate cluster sizes must be >= 1 and counts >= 0")
     return table
+
+
+def _target_tokens(value: Any) -> int:
+    try:
+        return _positive_int(value, "target_tokens")
+    except SpecError:
+        raise SpecError(f"`target_tokens` must be a positive integer or `{EPOCH}`, got {value!r}") from None
 
 
 def _positive_int(value: Any, key: str) -> int:

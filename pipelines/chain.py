@@ -5,9 +5,12 @@ trained on the deduplicated documents, a one-epoch mixture of all their tokens, 
 tiny model under ``torchrun`` (2 ranks, gloo on CPU), exported to a Hugging Face checkpoint. Each
 step is skipped when its output is already complete, so a rerun resumes.
 
-With ``ray`` options (``--executor ray``) the tokenizer is trained as one Ray task and the mixture's
-token counting, tokenization and shard writing run as Ray tasks (``pipelines/ray/chain.py``), with the
-same output as here; the trainer stays a ``torchrun`` on the driver's machine.
+The mixture spec asks for ``target_tokens: epoch``: the build counts the tokens while it tokenizes
+the run's kept documents (``deduped/`` when dedup ran, else ``curated/``: ``common.run_dir``), so the
+chain never reads a dump itself. With ``ray`` options (``--executor ray``) the tokenizer is trained as
+one Ray task and the mixture's tokenization and shard writing run as Ray tasks
+(``pipelines/ray/chain.py``), with the same output as here; the trainer stays a ``torchrun`` on the
+driver's machine.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from mixtures.spec import EPOCH
 
 if TYPE_CHECKING:
     from pipelines.ray.chain import RayOptions
@@ -36,27 +41,16 @@ class ChainConfig:
     tokens_per_file: int = 20_000
 
 
-def document_files(run_dir: Path) -> list[Path]:
-    """The documents the mixture is built from: ``deduped/`` when dedup ran, else ``curated/``."""
-    folder = run_dir / "deduped" if list((run_dir / "deduped").glob("*.parquet")) else run_dir / "curated"
-    return sorted(folder.glob("*.parquet"))
-
-
-def _documents(run_dir: Path) -> list[str]:
-    import pyarrow.parquet as pq
-
-    texts: list[str] = []
-    for file in document_files(run_dir):
-        texts += pq.read_table(file, columns=["text"]).column("text").to_pylist()
-    return texts
-
-
-def available_tokens(tokenizer_json: Path, texts: list[str]) -> int:
-    """Tokens of every document plus its ``<|endoftext|>``: the size of one epoch over them."""
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(tokenizer_json))
-    return sum(len(e.ids) + 1 for e in tokenizer.encode_batch(texts))
+def mixture_spec(run_dir: Path, tok_dir: Path, config: ChainConfig) -> dict[str, Any]:
+    """One epoch of the run's kept documents: the build counts the tokens while it tokenizes them."""
+    return {
+        "tokenizer": str(tok_dir),
+        "target_tokens": EPOCH,
+        "seq_len": config.seq_len,
+        "seed": 0,
+        "tokens_per_file": config.tokens_per_file,
+        "sources": [{"name": run_dir.name, "path": str(run_dir)}],
+    }
 
 
 def run_chain(
@@ -80,24 +74,10 @@ def run_chain(
         else:
             train_tokenizer([str(run_dir)], tok_dir, vocab_size=config.vocab_size)
     if not (mix_dir / "manifest.json").is_file():
-        if on_ray:
-            n_docs, target = on_ray.count_tokens(tok_dir / "tokenizer.json", document_files(run_dir))
-        else:
-            texts = _documents(run_dir)
-            n_docs, target = len(texts), available_tokens(tok_dir / "tokenizer.json", texts)
-        print(f"\n== mixture: {n_docs} documents, {target} tokens (one epoch) -> {mix_dir}", flush=True)
-        spec = {
-            "tokenizer": str(tok_dir),
-            "target_tokens": target,
-            "seq_len": config.seq_len,
-            "seed": 0,
-            "tokens_per_file": config.tokens_per_file,
-            "sources": [{"name": run_dir.name, "path": str(run_dir), "weight": 1.0, "max_repetition": 1}],
-        }
-        if on_ray:
-            on_ray.build_mixture(spec, mix_dir)
-        else:
-            build_mixture(spec, mix_dir, overwrite=True)
+        print(f"\n== mixture: one epoch of {run_dir.name}'s documents -> {mix_dir}", flush=True)
+        spec = mixture_spec(run_dir, tok_dir, config)
+        manifest = on_ray.build_mixture(spec, mix_dir) if on_ray else build_mixture(spec, mix_dir, overwrite=True)
+        print(f"mixture: {manifest.total_tokens} tokens of {manifest.sources[run_dir.name].documents} documents")
     if train and not (train_dir / "hf" / "config.json").is_file():
         print(f"\n== train: {config.model} model, one epoch, torchrun x{config.nproc} -> {train_dir}", flush=True)
         command = [

@@ -3,10 +3,10 @@
 - **Tokenizer training is one process by nature** (HF tokenizers' BPE trainer counts and merges in one
   process, on all its cores): it runs as *one* Ray task that reserves the largest node's CPUs, so it
   runs on the cluster, next to the data, instead of on the driver's machine.
-- **Token counting** (the one-epoch target) is one Ray task per document file, summed on the driver.
 - **Mixture building** is ``mixtures.build.build_mixture`` itself, with its tokenization and
   shard-writing tasks handed to Ray through ``mixtures.pool.task_runner``; the planning between them
-  (copies, shuffle, manifest) stays on the driver, which has every task's result.
+  (copies, shuffle, manifest) stays on the driver, which has every task's result. The one-epoch target
+  needs no counting pass of its own: the tokenization tasks return each part's token count.
 
 Why plain Ray tasks and not datatrove's executor: see ``pipelines/ray/tasks.py``. The same functions run
 as locally, in the same order, so the tokenizer, the shards and the manifest are identical to a local run's.
@@ -17,9 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pipelines.ray.tasks import RayTaskRunner, connect, node_resources, ray_map, run_one, task_resources
+from pipelines.ray.tasks import RayTaskRunner, connect, node_resources, run_one, task_resources
+
+if TYPE_CHECKING:
+    from mixtures.manifest import Manifest
 
 
 @dataclass(frozen=True)
@@ -29,25 +32,6 @@ class RayOptions:
     address: str | None = None
     cpus_per_task: int = 1
     mem_per_task_gb: float | None = None
-
-
-@dataclass(frozen=True)
-class TokenCount:
-    """Documents of one parquet file and their tokens, each with its ``<|endoftext|>``."""
-
-    documents: int
-    tokens: int
-
-
-def count_file_tokens(job: tuple[str, str]) -> TokenCount:
-    """``(tokenizer.json, parquet file)`` -> its one-epoch token count, as ``chain.available_tokens`` counts."""
-    import pyarrow.parquet as pq
-
-    from pipelines.chain import available_tokens
-
-    tokenizer_json, file = job
-    texts = pq.read_table(file, columns=["text"]).column("text").to_pylist()
-    return TokenCount(len(texts), available_tokens(Path(tokenizer_json), texts))
 
 
 class RayChain:
@@ -66,11 +50,7 @@ class RayChain:
             train_tokenizer, list(inputs), out_dir, progress=False, stage="tokenizer", resources=self.node, **kwargs
         )
 
-    def count_tokens(self, tokenizer_json: Path, files: Sequence[Path]) -> tuple[int, int]:
-        counts = ray_map(count_file_tokens, [(str(tokenizer_json), str(f)) for f in files], "mixture count", self.tasks)
-        return sum(c.documents for c in counts), sum(c.tokens for c in counts)
-
-    def build_mixture(self, spec: dict[str, Any], out_dir: Path) -> Any:
+    def build_mixture(self, spec: dict[str, Any], out_dir: Path) -> Manifest:
         from mixtures.build import build_mixture
         from mixtures.pool import task_runner
 

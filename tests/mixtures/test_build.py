@@ -186,6 +186,56 @@ def test_impossible_spec_is_refused_with_numbers(
     assert not list(out.iterdir())  # no shards, no manifest, no temp folder
 
 
+def test_epoch_takes_every_document_once_as_the_counted_target_does(
+    sources: dict[str, Any],
+    tok4k: Path,
+    tmp_path: Path,
+) -> None:
+    rows = sources["web"] + sources["wiki"]
+    lengths = doc_lengths(tok4k, rows)
+    available = {name: sum(lengths[r["text"]] for r in sources[name]) for name in ("web", "wiki")}
+    total = sum(available.values())
+    base = {"tokenizer": str(tok4k), "seq_len": 256, "seed": 7, "workers": 1, "tokens_per_file": total // 3}
+    epoch = {
+        **base,
+        "target_tokens": "epoch",
+        "sources": [
+            {"name": "web", "path": str(sources["root"] / "web")},
+            {"name": "wiki", "path": str(sources["root"] / "wiki"), "weight": 1},
+        ],
+    }
+    manifest = build_mixture(epoch, tmp_path / "epoch", progress=False)
+    assert collections.Counter(decoded_docs(tmp_path / "epoch", tok4k)) == collections.Counter(r["text"] for r in rows)
+    assert manifest.target_tokens == manifest.total_tokens == total
+    for name, tokens in available.items():
+        stats = manifest.sources[name]
+        assert (stats.tokens, stats.available_tokens, stats.repetitions) == (tokens, tokens, 1.0)
+        assert stats.weight == stats.realized_ratio == tokens / total
+    # what the chain asked for before `epoch`, from a count of its own: the same bytes, the same manifest
+    counted = {
+        **epoch,
+        "target_tokens": total,
+        "sources": [{**s, "weight": available[s["name"]], "max_repetition": 1} for s in epoch["sources"]],
+    }
+    again = build_mixture(counted, tmp_path / "counted", progress=False)
+    assert again.to_dict() == manifest.to_dict()
+    for f in manifest.files:
+        assert (tmp_path / "epoch" / f.path).read_bytes() == (tmp_path / "counted" / f.path).read_bytes()
+
+
+def test_epoch_of_sources_without_tokens_is_refused(sources: dict[str, Any], tok4k: Path, tmp_path: Path) -> None:
+    write_parquet([{**r, "text": ""} for r in sources["web"][:3]], tmp_path / "blank")
+    mix = {
+        "tokenizer": str(tok4k),
+        "target_tokens": "epoch",
+        "seq_len": 64,
+        "sources": [{"name": "blank", "path": str(tmp_path / "blank")}],
+    }
+    with pytest.raises(InfeasibleMixture, match="epoch, but the sources hold no tokens"):
+        build_mixture(mix, tmp_path / "none", progress=False)
+    assert not list((tmp_path / "none").iterdir())
+
+
 def test_rehydration_repeats_documents_by_cluster_size(
     sources: dict[str, Any],
     tok4k: Path,

@@ -9,7 +9,7 @@ import pytest
 
 from mixtures.plan import Demand, InfeasibleMixture, check_feasible, plan_copies
 from mixtures.rehydrate import rehydration_weights
-from mixtures.spec import SpecError, load_spec, spec_from_dict
+from mixtures.spec import EPOCH, SpecError, load_spec, spec_from_dict
 
 
 @pytest.mark.parametrize("factor", [0.3, 1.0, 2.6, 7.01])
@@ -104,6 +104,40 @@ def test_spec_normalises_weights_and_resolves_paths(tmp_path: Path) -> None:
 def test_spec_errors_name_the_problem(overrides: dict[str, object], needle: str) -> None:
     with pytest.raises(SpecError, match=needle):
         spec_from_dict(minimal(**overrides))
+
+
+def test_epoch_spec_takes_sources_without_weights() -> None:
+    spec = spec_from_dict(
+        minimal(
+            target_tokens="epoch",
+            sources=[{"name": "a", "path": "a"}, {"name": "b", "path": "b", "weight": 1, "max_repetition": 1}],
+        )
+    )
+    assert spec.is_epoch and spec.target_tokens == EPOCH
+    assert [(s.weight, s.max_repetition, s.rehydrate) for s in spec.sources] == [(0.5, 1.0, None)] * 2
+    assert not spec_from_dict(minimal()).is_epoch
+
+
+@pytest.mark.parametrize(
+    ("source", "needle"),
+    [
+        ({"weight": 3}, "weight 3 has no meaning under `target_tokens: epoch`"),
+        ({"max_repetition": 2}, "max_repetition 2 has no meaning"),
+        ({"rehydrate": {1: 1, 2: 3}}, "rehydrate has no meaning"),
+        ({"weight": "heavy"}, "weight must be a number"),
+    ],
+)
+def test_epoch_spec_refuses_what_would_repeat_or_weigh(source: dict[str, object], needle: str) -> None:
+    sources = [{"name": "a", "path": "a", **source}, {"name": "b", "path": "b"}]
+    with pytest.raises(SpecError, match=needle) as err:
+        spec_from_dict(minimal(target_tokens="epoch", sources=sources))
+    assert "\n" not in str(err.value) and str(err.value).startswith("sources[0] (a): ")
+
+
+@pytest.mark.parametrize("target", ["Epoch", "lots", 0, 2.5])
+def test_target_tokens_is_a_count_or_epoch(target: object) -> None:
+    with pytest.raises(SpecError, match="`target_tokens` must be a positive integer or `epoch`"):
+        spec_from_dict(minimal(target_tokens=target))
 
 
 def test_example_spec_parses() -> None:
