@@ -27,7 +27,7 @@ from datatrove.executor.ray import RayPipelineExecutor
 from pipelines.errors import ExecutorError
 from pipelines.layout import StageFolder
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # pipelines/ray/executor.py -> the project root
 GIB = 1024**3
 DATATROVE_MEM_PER_CPU_GB = 2.0
 
