@@ -88,7 +88,8 @@ def test_cli_flags_mirror_the_config() -> None:
 def test_activation_checkpointing_leaves_gradients_unchanged(ac: str) -> None:
     from trainer.config import get_preset
     from trainer.distributed import init_distributed, shutdown
-    from trainer.engine import OptimConfig, TrainEngine
+    from trainer.engine import TrainEngine
+    from trainer.optim import OptimConfig
 
     info = init_distributed("cpu")
     try:
