@@ -8,8 +8,8 @@ sequential, so it cannot be cut into per-shard pieces; instead each rank replays
 one parameter at a time on a full-size scratch tensor and keeps only its own shard of it.
 
 Peak extra memory per rank: one full parameter, the largest being the embedding (vocab x dim, fp32:
-0.5 GiB for the 7B preset's 32k x 4096), instead of the whole model (25 GiB for 7B in fp32). The cost is the time of
-drawing every number once more on every rank, as the full-model path did.
+0.5 GiB for the 7B preset's 32k x 4096), instead of the whole model (25 GiB for 7B in fp32). The
+time is the full-model path's: every rank still draws every number.
 """
 
 from __future__ import annotations
