@@ -6,7 +6,7 @@ tiny model under ``torchrun`` (2 ranks, gloo on CPU), exported to a Hugging Face
 step is skipped when its output is already complete, so a rerun resumes.
 
 With ``ray`` options (``--executor ray``) the tokenizer is trained as one Ray task and the mixture's
-token counting, tokenization and shard writing run as Ray tasks (``pipelines/ray/chain.py``), with the
+token counting, tokenization and shard writing run as Ray tasks (``pipelines/ray_cluster/chain.py``), with the
 same output as here; the trainer stays a ``torchrun`` on the driver's machine.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pipelines.ray.chain import RayOptions
+    from pipelines.ray_cluster.chain import RayOptions
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,7 +69,7 @@ def run_chain(
     config = config or ChainConfig()
     on_ray = None
     if ray is not None:
-        from pipelines.ray.chain import RayChain
+        from pipelines.ray_cluster.chain import RayChain
 
         on_ray = RayChain(ray)
     tok_dir, mix_dir, train_dir = run_dir / "tokenizer", run_dir / "mixture", run_dir / "train"

@@ -25,7 +25,7 @@ from pipelines.recipe import Recipe, RecipeError, load_recipe
 from pipelines.sources import DEFAULT_CC_BASE, ResolvedSource, SourceError, resolve_source
 
 if TYPE_CHECKING:
-    from pipelines.ray.chain import RayOptions
+    from pipelines.ray_cluster.chain import RayOptions
 
 VERSIONED = (
     "datatrove",
@@ -164,7 +164,7 @@ def ray_options(args: argparse.Namespace) -> RayOptions | None:
     """The chain's Ray options with ``--executor ray``, else None (the chain runs locally)."""
     if args.executor != "ray":
         return None
-    from pipelines.ray.chain import RayOptions
+    from pipelines.ray_cluster.chain import RayOptions
 
     return RayOptions(args.ray_address, args.ray_cpus_per_task, args.ray_memory_per_task)
 

@@ -8,7 +8,7 @@
   shard-writing tasks handed to Ray through ``mixtures.pool.task_runner``; the planning between them
   (copies, shuffle, manifest) stays on the driver, which has every task's result.
 
-Why plain Ray tasks and not datatrove's executor: see ``pipelines/ray/tasks.py``. The same functions run
+Why plain Ray tasks and not datatrove's executor: see ``pipelines/ray_cluster/tasks.py``. The same functions run
 as locally, in the same order, so the tokenizer, the shards and the manifest are identical to a local run's.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.ray.tasks import RayTaskRunner, connect, node_resources, ray_map, run_one, task_resources
+from pipelines.ray_cluster.tasks import RayTaskRunner, connect, node_resources, ray_map, run_one, task_resources
 
 
 @dataclass(frozen=True)
