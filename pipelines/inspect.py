@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.report.data import DocSet, RunInfo, disk_reasons, load_run, resolve_run_dir
-from pipelines.report.scan import iter_batches
+from pipelines.report.scan import Reservoir, iter_batches
 
 TEXT_FIELDS = ("text", "id", "url", "dump", "date", "warc_path", "language", "filter_reason")
 
@@ -84,19 +84,12 @@ def documents(selection: Selection, pattern: re.Pattern | None) -> Iterator[tupl
 
 
 def sample(stream: Iterator[tuple[DocSet, dict]], n: int, seed: int) -> tuple[list[tuple[DocSet, dict]], int]:
-    """A uniform random ``n`` of the stream (reservoir), in stream order, and how many there were."""
-    rng = random.Random(seed)
-    picked: list[tuple[int, tuple[DocSet, dict]]] = []
-    seen = 0
-    for item in stream:
-        if len(picked) < n:
-            picked.append((seen, item))
-        else:
-            j = rng.randrange(seen + 1)
-            if j < n:
-                picked[j] = (seen, item)
-        seen += 1
-    return [item for _, item in sorted(picked, key=lambda p: p[0])], seen
+    """A uniform random ``n`` of the stream (the report's reservoir), in stream order, and how many there were."""
+    reservoir = Reservoir(n, random.Random(seed))
+    for index, item in enumerate(stream):
+        if (slot := reservoir.slot()) is not None:
+            reservoir.items[slot] = (index, item)
+    return [item for _, item in sorted(reservoir.items, key=lambda p: p[0])], reservoir.seen
 
 
 def _excerpt(text: str, pattern: re.Pattern | None, chars: int) -> str:

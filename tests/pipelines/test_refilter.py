@@ -46,7 +46,7 @@ def test_stricter_threshold_removes_more_and_says_so(sample_run: Path, tmp_path:
     assert _count(out / "removed" / "gopher_quality") > _count(sample_run / "removed" / "gopher_quality")
     assert "curated -> gopher_quality" in proc.stdout and "gopher_short_doc" in proc.stdout
     for row in pq.read_table(next((out / "removed" / "gopher_quality").glob("*.parquet"))).to_pylist():
-        assert row["word_count"] < 400 or row["filter_reason"] != "gopher_short_doc"
+        assert row["gopher_quality_word_count"] < 400 or row["filter_reason"] != "gopher_short_doc"
 
 
 def test_looser_threshold_brings_documents_back_edited(sample_run: Path, tmp_path: Path) -> None:
