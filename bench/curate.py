@@ -44,11 +44,11 @@ def main() -> None:
     if not shared_data.available():
         sys.exit(f"shared data not found at {shared_data.shared_data_dir()}")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    recipe = load_recipe()
+    config = load_recipe().curate
     no_precheck = dataclasses.replace(
-        recipe,
+        config,
         extraction=dataclasses.replace(
-            recipe.extraction, precheck=dataclasses.replace(recipe.extraction.precheck, enabled=False)
+            config.extraction, precheck=dataclasses.replace(config.extraction.precheck, enabled=False)
         ),
     )
     with tempfile.TemporaryDirectory() as tmp:
@@ -64,7 +64,7 @@ def main() -> None:
         agreement: dict[str, list[float]] = {"ours": [], "ours, no pre-check": []}
         jobs = {
             "datatrove": lambda: reference_decisions(files, args.timeout, warmup),
-            "ours": lambda: curate_decisions(files, recipe, args.timeout, warmup),
+            "ours": lambda: curate_decisions(files, config, args.timeout, warmup),
             "ours, no pre-check": lambda: curate_decisions(files, no_precheck, args.timeout, warmup),
         }
         order = list(jobs)

@@ -88,7 +88,7 @@ def main() -> None:
     args = parser.parse_args()
     if not shared_data.available():
         sys.exit(f"shared data not found at {shared_data.shared_data_dir()}")
-    recipe = load_recipe().extraction
+    recipe = load_recipe().curate.extraction
     modes = {
         "plain trafilatura": lambda row: trafilatura.extract(row["html"]),
         "ours (recipe)": lambda row: trafilatura_extract(

@@ -62,7 +62,7 @@ for cfg in "${CONFIGS[@]}"; do
   log="$LOGS/${mode}_${ac}.log"
   echo "== $mode, AC $ac ($(( $(date +%s) - START )) s elapsed)"
   if timeout "$limit" "$PY" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" \
-       bench/train.py "${flags[@]}" >"$log" 2>&1; then
+       -m bench.train "${flags[@]}" >"$log" 2>&1; then
     grep '^{' "$log" | tail -1 | tee -a "$RESULTS"
   else
     echo "   failed or timed out (rc $?), see $log; last lines:"

@@ -1,30 +1,25 @@
 """Training throughput: our FSDP2 trainer step against a plain single-process PyTorch loop.
 
-    python bench/train.py --compare --repeats 3          # CPU: plain vs ours at 1 and 2 ranks
-    python bench/train.py --mode ours --device cuda --model 1B --compile --ac selective
+    python -m bench.train --compare --repeats 3          # CPU: plain vs ours at 1 and 2 ranks
+    torchrun --nproc_per_node=8 -m bench.train --mode ours --device cuda --model 1B --compile --ac selective
 
 `--mode plain` is a nanoGPT-style loop (same model, AdamW, clip; no FSDP, no process group).
 `--mode ours` times `trainer.engine.TrainEngine.train_step` (FSDP2 over the torchrun group, or
 one in-process rank). `--mode ab` runs both in one process, alternating steps, so both see the
 same machine load. Batches are random tokens: this measures the training step, not the disk.
 Each run prints one JSON line; `--compare` runs each setting `--repeats` times in fresh processes
-and reports medians and ratios.
+and reports medians and ratios. Run it as a module from the repository root (`python -m bench.train`,
+`torchrun ... -m bench.train`), as every bench.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
-# Run as a script, sys.path[0] is bench/, whose tokenize.py would shadow the stdlib module that
-# dataclasses/inspect import: put the repo root there instead (before any other import).
-if os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
-    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 import argparse
 import json
+import os
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -35,6 +30,8 @@ import torch
 from trainer.config import ModelConfig, get_preset
 from trainer.metrics import flops_per_token, peak_flops, peak_memory_gib
 from trainer.model import Transformer, lm_loss
+
+REPO = Path(__file__).resolve().parents[1]
 
 # Small enough for 2 shared CPU cores, large enough that matmuls (not Python overhead) dominate.
 CPU_BENCH_MODEL = ModelConfig(
@@ -89,7 +86,8 @@ def plain_stepper(cfg: ModelConfig, device: torch.device, bf16: bool) -> Callabl
 
 def ours_stepper(cfg: ModelConfig, info: object, args: argparse.Namespace) -> Callable[[torch.Tensor], float]:
     """Our engine's step: FSDP2 (+ optional AC and compile) over the current process group."""
-    from trainer.engine import OptimConfig, TrainEngine
+    from trainer.engine import TrainEngine
+    from trainer.optim import OptimConfig
 
     engine = TrainEngine(
         cfg, info, OptimConfig(warmup_steps=10), 10_000, bf16=args.bf16, ac=args.ac, compile=args.compile
@@ -177,22 +175,11 @@ def _report(
 
 
 def _run_child(flags: list[str], ranks: int, threads: int) -> dict:
-    """One measurement in a fresh process (torchrun for several ranks)."""
+    """One measurement in a fresh process (torchrun for several ranks), this module run from the repo root."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    script = str(Path(__file__).resolve())
-    if ranks == 1:
-        cmd = [sys.executable, script, *flags]
-    else:
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc_per_node={ranks}",
-            script,
-        ]
-        cmd += flags
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    launcher = [] if ranks == 1 else ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"]
+    cmd = [sys.executable, *launcher, "-m", "bench.train", *flags]
+    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]

@@ -20,7 +20,7 @@ class FastTextLanguageFilter(BaseFilter):
     ``fast=False`` predicts with fastText itself instead of ``classifiers.ft_predict``.
     """
 
-    name = "🌍 Language ID (fastText)"
+    name = "language"
 
     def __init__(
         self,

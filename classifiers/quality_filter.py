@@ -48,7 +48,7 @@ def check_quality_model(
 class QualityClassifierFilter(BaseFilter):
     """Drop documents whose fastText quality score is below the threshold (reason ``quality_score``)."""
 
-    name = "🏅 Quality classifier (fastText)"
+    name = "quality_classifier"
 
     def __init__(
         self,

@@ -52,17 +52,17 @@ class _Extract:
 
 
 class MainTextExtractor(PipelineStep):
-    """HTML -> main text. Dropped pages go to the exclusion writers with their reason.
+    """HTML -> main text. Dropped pages go to the exclusion writer with their reason (text emptied).
 
     Args:
         timeout: seconds per page before the sandbox process is killed (datatrove's default is 1).
         max_html_bytes: larger pages are not parsed at all (reason ``too_large``).
         precheck_languages: target languages; when set, a page whose rough text is classified as
             another language with probability >= ``precheck_threshold`` skips trafilatura and is
-            dropped with reason ``precheck`` (written to the language exclusion writer).
+            dropped with reason ``precheck`` (written with its rough text and language).
     """
 
-    name = "⛏ Trafilatura (sandboxed)"
+    name = "extraction"
     type = "🛢 - EXTRAC"
 
     def __init__(
@@ -75,7 +75,6 @@ class MainTextExtractor(PipelineStep):
         precheck_threshold: float = 0.9,
         lid_model_path: str | None = None,
         exclusion_writer=None,
-        precheck_writer=None,
     ):
         super().__init__()
         self.extract_fn = _Extract(favour_precision, deduplicate)
@@ -85,7 +84,6 @@ class MainTextExtractor(PipelineStep):
         self.precheck_threshold = precheck_threshold
         self.identifier = LanguageIdentifier(lid_model_path) if self.precheck_languages else None
         self.exclusion_writer = exclusion_writer
-        self.precheck_writer = precheck_writer
 
     def _precheck_rejects(self, doc: Document) -> bool:
         if not self.precheck_languages:
@@ -114,9 +112,8 @@ class MainTextExtractor(PipelineStep):
 
         warned = False
         with ExitStack() as stack:
-            for writer in (self.exclusion_writer, self.precheck_writer):
-                if writer is not None:
-                    stack.enter_context(writer)
+            if self.exclusion_writer is not None:
+                stack.enter_context(self.exclusion_writer)
             sandbox = stack.enter_context(ExtractorSandbox(timeout=self.timeout, warmup_text=""))
             for doc in data:
                 self.stat_update("total")
@@ -126,8 +123,8 @@ class MainTextExtractor(PipelineStep):
                         continue
                     if self._precheck_rejects(doc):
                         self.stat_update("dropped", "dropped_precheck")
-                        if self.precheck_writer is not None:
-                            self.precheck_writer.write(doc, rank)
+                        if self.exclusion_writer is not None:
+                            self.exclusion_writer.write(doc, rank)
                         continue
                     try:
                         text = sandbox.process_document(doc.text, self.extract_fn)

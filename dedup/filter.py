@@ -38,6 +38,7 @@ class DedupFilter(PipelineStep):
         exclusion_writer: DiskWriter | None = None,
         annotate: bool = True,
     ):
+        self.name = kind  # the step id (removed/<kind>/, stats); before super().__init__, which names the stats
         super().__init__()
         self.clusters_folder = get_datafolder(clusters_folder)
         self.config = config or DedupConfig()

@@ -21,13 +21,13 @@ from datatrove.io import DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.readers import ParquetReader
 
+from common.documents import DOCUMENT_GLOB, DocumentWriter
 from dedup.buckets import DedupBuckets
 from dedup.clusters import DedupClusters
 from dedup.config import DedupConfig
 from dedup.filter import ID_COLUMN, SIZE_COLUMN, DedupFilter
 from dedup.keys import n_bands
 from dedup.signatures import DedupSignatures
-from dedup.writer import DOCUMENT_GLOB, AtomicParquetWriter
 
 Stage = tuple[str, list[PipelineStep], int]
 CLUSTER_FIELDS = [pa.field(SIZE_COLUMN, pa.int64()), pa.field(ID_COLUMN, pa.int64())]
@@ -100,7 +100,7 @@ def build_dedup_stages(
                 layout.clusters("exact"),
                 config,
                 "exact",
-                exclusion_writer=AtomicParquetWriter(
+                exclusion_writer=DocumentWriter(
                     layout.removed("exact"), schema_from=input_folder, extra_fields=[REASON_FIELD]
                 ),
                 annotate=False,
@@ -116,13 +116,13 @@ def build_dedup_stages(
             layout.clusters("minhash"),
             config,
             "minhash",
-            exclusion_writer=AtomicParquetWriter(
+            exclusion_writer=DocumentWriter(
                 layout.removed("minhash"),
                 schema_from=input_folder,
                 extra_fields=[*CLUSTER_FIELDS, REASON_FIELD],
             ),
         ),
-        AtomicParquetWriter(layout.deduped, schema_from=input_folder, extra_fields=CLUSTER_FIELDS),
+        DocumentWriter(layout.deduped, schema_from=input_folder, extra_fields=CLUSTER_FIELDS),
     ]
     stages.append(("dedup_filter", filter_steps, doc_tasks))
     return stages

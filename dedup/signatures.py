@@ -7,29 +7,17 @@ the end of the task; if they already exist and are valid for this config, the ta
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
-from datatrove.data import Document, DocumentsPipeline
+from datatrove.data import DocumentsPipeline
 from datatrove.io import DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
+from datatrove.utils.batching import batched
 from datatrove.utils.logging import logger
 
 from dedup.config import DedupConfig
 from dedup.formats import SIG_KIND, SIGNATURE, signature_path
 from dedup.keys import make_keyer, n_bands
 from dedup.records import Header, RecordWriter, is_valid
-
-
-def batched(docs: DocumentsPipeline, size: int) -> Iterator[list[Document]]:
-    batch: list[Document] = []
-    for doc in docs:
-        batch.append(doc)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 class DedupSignatures(PipelineStep):

@@ -18,6 +18,7 @@ Writes ``DIR/{positive,negative,calibration}.jsonl`` and ``DIR/quality.bin`` (+ 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections import Counter
@@ -72,18 +73,26 @@ def warc_pages(data: Path) -> Iterator[tuple[str, str]]:
                     yield f"{path.name}:{page['url']}", page["text"]
 
 
+@functools.cache
+def curate_config():
+    """The bundled recipe's curate section (its rules are the curate stage's)."""
+    from pipelines.recipe import load_recipe
+
+    return load_recipe().curate
+
+
 def rule_verdict(text: str, tokenizer) -> tuple[str | None, str]:
     """(reason of the first rule group that removes ``text`` or None, the C4-edited text)."""
-    from filters.rules import C4QualityRule, FineWebQualityRule, GopherQualityRule, GopherRepetitionRule
-    from filters.signals import compute_signals
+    from filters.quality import compute_signals
 
+    config = curate_config()
     with tokenizer.batch():
-        signals, c4 = compute_signals(text, tokenizer)
-    for rule in (GopherRepetitionRule(), GopherQualityRule(), C4QualityRule(), FineWebQualityRule()):
+        signals, edited = compute_signals(text, tokenizer, config.signals)
+    for rule in config.rules.ordered():
         verdict = rule.check(signals)
         if verdict is not True:
-            return f"{rule.name}:{verdict[1] if isinstance(verdict, tuple) else 'failed'}", c4.text
-    return None, c4.text
+            return f"{rule.FAMILY}:{verdict[1] if isinstance(verdict, tuple) else 'failed'}", edited
+    return None, edited
 
 
 def web_documents(data: Path) -> tuple[list[dict], list[dict], list[dict]]:

@@ -14,7 +14,7 @@ class OfflineURLFilter(URLFilter):
     (and logs a traceback per attempt when offline) before falling back to the same snapshot.
     """
 
-    name = "😈 URL filter (offline)"
+    name = "url"
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)

@@ -9,7 +9,7 @@ The mixture spec asks for ``target_tokens: epoch``: the build counts the tokens 
 the run's kept documents (``deduped/`` when dedup ran, else ``curated/``: ``common.run_dir``), so the
 chain never reads a dump itself. With ``ray`` options (``--executor ray``) the tokenizer is trained as
 one Ray task and the mixture's tokenization and shard writing run as Ray tasks
-(``pipelines/ray/chain.py``), with the same output as here; the trainer stays a ``torchrun`` on the
+(``pipelines/ray_cluster/chain.py``), with the same output as here; the trainer stays a ``torchrun`` on the
 driver's machine.
 """
 
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from mixtures.spec import EPOCH
 
 if TYPE_CHECKING:
-    from pipelines.ray.chain import RayOptions
+    from pipelines.ray_cluster.chain import RayOptions
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -63,7 +63,7 @@ def run_chain(
     config = config or ChainConfig()
     on_ray = None
     if ray is not None:
-        from pipelines.ray.chain import RayChain
+        from pipelines.ray_cluster.chain import RayChain
 
         on_ray = RayChain(ray)
     tok_dir, mix_dir, train_dir = run_dir / "tokenizer", run_dir / "mixture", run_dir / "train"

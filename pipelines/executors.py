@@ -2,7 +2,7 @@
 
 ``local`` is datatrove's ``LocalPipelineExecutor`` (a process pool, one task per WARC shard).
 An executor factory takes the pipeline, the task count, the worker count and the stage's logging
-folder. ``ray`` (``pipelines/ray/executor.py``) is datatrove's ``RayPipelineExecutor`` on a Ray
+folder. ``ray`` (``pipelines/ray_cluster/executor.py``) is datatrove's ``RayPipelineExecutor`` on a Ray
 cluster, sized to it; its options (``ray_address``, ``cpus_per_task``, ``mem_per_task_gb``) come
 through ``**options``, which the local executor ignores.
 """
@@ -38,7 +38,7 @@ def ray_executor(
     pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, **options: Any
 ) -> PipelineExecutor:
     """Imported on use: ``ray`` is needed only by runs that ask for it."""
-    from pipelines.ray.executor import ray_executor as make_ray
+    from pipelines.ray_cluster.executor import ray_executor as make_ray
 
     return make_ray(pipeline, tasks, workers, logging_dir, **options)
 

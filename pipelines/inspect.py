@@ -1,8 +1,8 @@
 """``python -m pipelines.inspect RUN``: browse a run's documents in the terminal, with signals and reason.
 
 Kept documents by default (``deduped/`` when dedup ran, else ``curated/``); ``--removed RULE`` shows
-what a step dropped, where RULE is a ``removed/`` folder (``gopher_quality``, ``language``,
-``minhash``, ...), a step name, a drop reason (``dup_line_frac``, ``precheck``, ...) or ``all``.
+what a step dropped, where RULE is a step id, which is its ``removed/`` folder (``gopher_quality``,
+``language``, ``minhash``, ...), a drop reason (``dup_line_frac``, ``precheck``, ...) or ``all``.
 ``--grep`` keeps documents whose text or URL matches a regex; ``--sample N`` picks N at random
 (seeded, so a colleague sees the same ones). Files are streamed, so a whole dump is fine.
 """
@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.report.data import STEP_ALIASES, DocSet, RunInfo, disk_reasons, load_run, normalize, resolve_run_dir
-from pipelines.report.scan import iter_batches
+from pipelines.report.data import DocSet, RunInfo, disk_reasons, load_run, resolve_run_dir
+from pipelines.report.scan import Reservoir, iter_batches
 
 TEXT_FIELDS = ("text", "id", "url", "dump", "date", "warc_path", "language", "filter_reason")
 
@@ -48,7 +48,7 @@ def available(run: RunInfo) -> str:
 
 
 def select(run: RunInfo, rule: str | None, curated: bool = False) -> Selection:
-    """Resolve ``--removed RULE`` (a folder, step name or reason; or None for the kept documents)."""
+    """Resolve ``--removed RULE`` (a step id or a reason; or None for the kept documents)."""
     if rule is None:
         if curated:
             files = sorted((run.root / "curated").glob("*.parquet"))
@@ -57,13 +57,12 @@ def select(run: RunInfo, rule: str | None, curated: bool = False) -> Selection:
     if rule == "all":
         return Selection(list(run.removed))
     by_key = [s for s in run.removed if s.key == rule]
-    by_step = [s for s in run.removed if s.step is not None and normalize(run.steps[s.step].name) == normalize(rule)]
-    if by_key or by_step:
-        return Selection(by_key or by_step)
+    if by_key:
+        return Selection(by_key)
     by_reason = [s for s in run.removed if rule in disk_reasons(s)]
     if by_reason:
         return Selection(by_reason, reason=rule)
-    if rule in STEP_ALIASES or any(normalize(s.name) == normalize(rule) or rule in s.reasons for s in run.steps):
+    if any(s.name == rule or rule in s.reasons for s in run.steps):
         return Selection([])  # a step or reason of this run that removed nothing on disk
     raise UsageError(f"no removed documents for {rule!r} in this run; --removed takes one of:\n{available(run)}")
 
@@ -85,19 +84,12 @@ def documents(selection: Selection, pattern: re.Pattern | None) -> Iterator[tupl
 
 
 def sample(stream: Iterator[tuple[DocSet, dict]], n: int, seed: int) -> tuple[list[tuple[DocSet, dict]], int]:
-    """A uniform random ``n`` of the stream (reservoir), in stream order, and how many there were."""
-    rng = random.Random(seed)
-    picked: list[tuple[int, tuple[DocSet, dict]]] = []
-    seen = 0
-    for item in stream:
-        if len(picked) < n:
-            picked.append((seen, item))
-        else:
-            j = rng.randrange(seen + 1)
-            if j < n:
-                picked[j] = (seen, item)
-        seen += 1
-    return [item for _, item in sorted(picked, key=lambda p: p[0])], seen
+    """A uniform random ``n`` of the stream (the report's reservoir), in stream order, and how many there were."""
+    reservoir = Reservoir(n, random.Random(seed))
+    for index, item in enumerate(stream):
+        if (slot := reservoir.slot()) is not None:
+            reservoir.items[slot] = (index, item)
+    return [item for _, item in sorted(reservoir.items, key=lambda p: p[0])], reservoir.seen
 
 
 def _excerpt(text: str, pattern: re.Pattern | None, chars: int) -> str:
@@ -149,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run", type=Path, help="run directory (OUT/<DUMP>), or an OUT folder holding one run")
-    parser.add_argument("--removed", metavar="RULE", help="removed documents: folder, step, reason, or 'all'")
+    parser.add_argument("--removed", metavar="RULE", help="removed documents: step id, reason, or 'all'")
     parser.add_argument("--curated", action="store_true", help="kept documents before dedup (curated/)")
     parser.add_argument("--sample", type=int, metavar="N", help="N documents at random (seeded)")
     parser.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")

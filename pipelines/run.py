@@ -18,14 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from common.atomic import atomic_write_text
-from pipelines.curate import build_curate_pipeline
+from common.config import ConfigError
+from curate.pipeline import build_curate_pipeline
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
 from pipelines.layout import RunLayout
-from pipelines.recipe import Recipe, RecipeError, load_recipe
+from pipelines.recipe import Recipe, load_recipe
 from pipelines.sources import DEFAULT_CC_BASE, ResolvedSource, SourceError, resolve_source
 
 if TYPE_CHECKING:
-    from pipelines.ray.chain import RayOptions
+    from pipelines.ray_cluster.chain import RayOptions
 
 VERSIONED = (
     "datatrove",
@@ -115,7 +116,7 @@ def prepare_run(recipe: Recipe, source: ResolvedSource, out: Path, argv: list[st
     if layout.run_json.exists():
         previous = json.loads(layout.run_json.read_text())
         if previous.get("config") != json.loads(json.dumps(config)):
-            raise RecipeError(
+            raise ConfigError(
                 f"{layout.root} holds a run with a different recipe or inputs; use another --out or delete it"
             )
     layout.root.mkdir(parents=True, exist_ok=True)
@@ -132,24 +133,6 @@ def prepare_run(recipe: Recipe, source: ResolvedSource, out: Path, argv: list[st
     return layout
 
 
-def check_models(recipe: Recipe) -> None:
-    """Load the LID model now: a missing or unreadable model is an error before any work starts."""
-    from classifiers.lid import LanguageIdentifier
-
-    try:
-        LanguageIdentifier(recipe.language.model).check()
-    except (OSError, ValueError) as err:
-        raise RecipeError(f"language model unusable: {err}") from None
-    qc = recipe.quality_classifier
-    if qc.model:
-        from classifiers.quality_filter import check_quality_model
-
-        try:
-            check_quality_model(qc.model, qc.threshold, qc.top_fraction)
-        except (OSError, ValueError) as err:
-            raise RecipeError(f"quality model unusable: {err}") from None
-
-
 def executor_options(args: argparse.Namespace) -> dict:
     """Options the chosen executor reads (the local one ignores them)."""
     return {
@@ -164,32 +147,29 @@ def ray_options(args: argparse.Namespace) -> RayOptions | None:
     """The chain's Ray options with ``--executor ray``, else None (the chain runs locally)."""
     if args.executor != "ray":
         return None
-    from pipelines.ray.chain import RayOptions
+    from pipelines.ray_cluster.chain import RayOptions
 
     return RayOptions(args.ray_address, args.ray_cpus_per_task, args.ray_memory_per_task)
 
 
 def check_ray_args(args: argparse.Namespace) -> None:
     if args.ray_cpus_per_task < 1:
-        raise RecipeError("--ray-cpus-per-task must be >= 1")
+        raise ConfigError("--ray-cpus-per-task must be >= 1")
     if args.ray_memory_per_task is not None and args.ray_memory_per_task <= 0:
-        raise RecipeError("--ray-memory-per-task must be > 0 (GB)")
+        raise ConfigError("--ray-memory-per-task must be > 0 (GB)")
 
 
 def run_curate(args: argparse.Namespace, recipe: Recipe, source: ResolvedSource, layout: RunLayout) -> int:
     tasks = args.tasks or len(source.paths)
     workers = args.workers or os.cpu_count() or 1
-    pipeline = build_curate_pipeline(recipe, source, layout, layout.root / "inputs.txt")
+    inputs = str(layout.root / "inputs.txt")
+    pipeline = build_curate_pipeline(
+        recipe.curate, source.base, inputs, source.dump, str(layout.curated), str(layout.removed_root)
+    )
     folder = layout.stage_folder("curate")
     executor = make_executor(args.executor, pipeline, tasks, workers, folder, **executor_options(args))
     executor.run()
     return tasks
-
-
-def _short(name: str) -> str:
-    """``'🔻 - FILTER: 📏 gopher_quality'`` -> ``'gopher_quality'``."""
-    tail = name.split(": ", 1)[-1]
-    return "".join(ch for ch in tail if ch.isascii()).strip() or tail
 
 
 def run_dedup(args: argparse.Namespace, layout: RunLayout) -> dict[str, int]:
@@ -225,7 +205,7 @@ def print_summary(layout: RunLayout, stats: dict) -> None:
             continue
         reasons = ", ".join(f"{k}={v}" for k, v in list(step["dropped_by_reason"].items())[:3])
         print(
-            f"{_short(step['name'])[:28]:28} {step['in']:>8} {step['kept']:>8} {step['dropped'] or 0:>8}  {reasons}"
+            f"{step['id'][:28]:28} {step['in']:>8} {step['kept']:>8} {step['dropped'] or 0:>8}  {reasons}"
         )
     print(f"curated documents: {layout.curated}/*.parquet")
     if layout.deduped.exists():
@@ -244,12 +224,12 @@ def main(argv: list[str] | None = None) -> int:
         source = resolve_source(
             args.source, cc_base=args.cc_base, dump=args.dump, limit_warcs=args.limit_warcs
         )
-        check_models(recipe)
+        recipe.curate.check_models()
         if args.tasks is not None and args.tasks < 1:
-            raise RecipeError("--tasks must be >= 1")
+            raise ConfigError("--tasks must be >= 1")
         check_ray_args(args)
         layout = prepare_run(recipe, source, Path(args.out), argv)
-    except (RecipeError, SourceError) as err:
+    except (ConfigError, SourceError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     from pipelines.stats import merge_run_stats

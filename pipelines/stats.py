@@ -33,11 +33,18 @@ def merge_stage(stage_dir: Path) -> PipelineStats | None:
     return merged
 
 
+def step_id(name: str) -> str:
+    """The id of a step from its stats name: datatrove records ``"<type>: <name>"``, and a step's name
+    is its id (``"🔻 - FILTER: gopher_quality"`` -> ``gopher_quality``, its ``removed/`` folder)."""
+    return name.split(": ", 1)[-1]
+
+
 def summarize_step(step: dict) -> dict:
-    """``{name, in, kept, dropped, dropped_by_reason, counters, time_s}`` from a datatrove step dict."""
+    """``{id, name, in, kept, dropped, dropped_by_reason, counters, time_s}`` from a datatrove step dict."""
     counters = {k: _total(v) for k, v in step["stats"].items() if k not in METRICS}
     reasons = {k[len("dropped_") :]: v for k, v in counters.items() if k.startswith("dropped_")}
     summary = {
+        "id": step_id(step["name"]),
         "name": step["name"],
         "in": counters.get("total"),
         "kept": counters.get("forwarded"),

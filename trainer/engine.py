@@ -12,25 +12,11 @@ from torch.distributed.tensor import DTensor
 
 from trainer.config import ModelConfig
 from trainer.distributed import DistInfo, all_reduce_mean
-from trainer.model import Transformer, lm_loss
-from trainer.optim import build_optimizer
+from trainer.materialize import build_sharded
+from trainer.model import lm_loss
+from trainer.optim import OptimConfig, build_optimizer
 from trainer.parallelize import ACMode, parallelize, set_gradient_sync
-from trainer.schedule import ScheduleKind, build_scheduler
-
-
-@dataclass(frozen=True)
-class OptimConfig:
-    """Optimizer and schedule settings (defaults: the seeds' pretraining recipe)."""
-
-    lr: float = 3e-4
-    weight_decay: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.95)
-    grad_clip: float = 1.0
-    schedule: ScheduleKind = "cosine"
-    warmup_steps: int = 1
-    min_lr_ratio: float = 0.1
-    decay_fraction: float = 0.2
-    z_loss: float = 0.0
+from trainer.schedule import build_scheduler
 
 
 @dataclass(frozen=True)
@@ -43,7 +29,7 @@ class StepOutput:
 
 
 class TrainEngine:
-    """Sharded model, optimizer and LR schedule for one run."""
+    """Sharded model (built on meta, initialised per shard: `trainer.materialize`), optimizer, LR schedule."""
 
     def __init__(
         self,
@@ -58,20 +44,21 @@ class TrainEngine:
         compile: bool = False,
     ) -> None:
         self.device, self.optim_cfg = dist_info.device, optim
-        torch.manual_seed(seed)  # same seed on every rank: identical full init, then sharded
-        with torch.device(self.device):
-            model = Transformer(model_cfg)
-        self.model = parallelize(
-            model, dist_info.mesh, ac=ac, compile=compile, param_dtype=torch.bfloat16 if bf16 else None
+        param_dtype = torch.bfloat16 if bf16 else None
+        self.model = build_sharded(
+            model_cfg,
+            lambda model: parallelize(model, dist_info.mesh, ac=ac, compile=compile, param_dtype=param_dtype),
+            self.device,
+            seed,
         )
         self.optimizer = build_optimizer(self.model, optim.lr, optim.weight_decay, optim.betas)
         self.scheduler = build_scheduler(
             self.optimizer,
             total_steps,
-            optim.warmup_steps,
+            optim.warmup_for(total_steps),
             optim.schedule,
             optim.min_lr_ratio,
-            optim.decay_fraction,
+            optim.wsd_decay_fraction,
         )
 
     def _to_device(self, batch: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """Export to a Hugging Face checkpoint (model.safetensors + config.json) that `transformers` loads as is.
 
 Our model uses HF's conventions, so export is a rename: Llama for the plain model, Qwen3 (Llama
-plus per-head q/k RMSNorm) when the model was trained with QK-norm.
+plus per-head q/k RMSNorm) when the model was trained with QK-norm. Two ways in: `export_live`
+from the sharded model at the end of a run, and the CLI from a DCP checkpoint directory:
 
     python -m trainer.export_hf --checkpoint out/checkpoints/step_000000100 --out out/hf
 """
@@ -10,14 +11,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
 import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from trainer.config import ModelConfig
+
+log = logging.getLogger(__name__)
 
 _LAYER_NAMES = {
     "attention_norm.weight": "input_layernorm.weight",
@@ -107,6 +114,24 @@ def export_hf(
         for extra in _TOKENIZER_SIDE_FILES:  # what AutoTokenizer reads, when the tokenizer room wrote it
             if (Path(tokenizer).parent / extra).is_file():
                 shutil.copyfile(Path(tokenizer).parent / extra, out_dir / extra)
+    return out_dir
+
+
+def export_live(
+    model: nn.Module,
+    cfg: ModelConfig,
+    out_dir: Path,
+    *,
+    tokenizer: Path | None = None,
+    eos_id: int | None = None,
+    bos_id: int | None = None,
+) -> Path:
+    """Gather the sharded model's full weights to rank 0 (collective: every rank calls it) and export there."""
+    weights = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if dist.get_rank() == 0:
+        export_hf(weights, cfg, out_dir, tokenizer=tokenizer, eos_id=eos_id, bos_id=bos_id)
+        log.info("exported Hugging Face checkpoint to %s", out_dir)
+    dist.barrier()
     return out_dir
 
 

@@ -1,8 +1,11 @@
-"""Throughput accounting (FLOPs per token, MFU against a peak table) and the JSONL/stdout logger."""
+"""What a run records about itself: throughput (FLOPs per token, MFU against a peak table), the
+JSONL/stdout metrics logger, and the per-rank data-index trail.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import resource
 import sys
 import time
@@ -12,6 +15,10 @@ from typing import Any, TextIO
 import torch
 
 from trainer.config import ModelConfig
+from trainer.data import EpochPlan
+from trainer.distributed import DistInfo
+
+log = logging.getLogger(__name__)
 
 # Dense bf16 tensor-core peaks from the vendors' datasheets (no sparsity), FLOP/s.
 PEAK_FLOPS: dict[str, float] = {
@@ -98,3 +105,40 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+class Throughput:
+    """tokens/s, MFU and peak memory since the previous measurement."""
+
+    def __init__(self, model_cfg: ModelConfig, plan: EpochPlan, gpu: str, info: DistInfo, step: int) -> None:
+        self.plan, self.info = plan, info
+        self.flops_per_token = flops_per_token(model_cfg, plan.seq_len)
+        name, self.peak = peak_flops(gpu, info.device)
+        log.info("%.3g FLOPs/token; peak %s = %.3g FLOP/s per device", self.flops_per_token, name, self.peak)
+        self.t_last, self.step_last = time.perf_counter(), step
+
+    def measure(self, step: int) -> dict[str, float]:
+        now = time.perf_counter()
+        tok_s = (step - self.step_last) * self.plan.tokens_per_step / (now - self.t_last)
+        self.t_last, self.step_last = now, step
+        return {
+            "tokens": step * self.plan.tokens_per_step,
+            "tokens_per_s": tok_s,
+            "mfu": tok_s * self.flops_per_token / (self.peak * self.info.world_size),
+            "peak_mem_gib": peak_memory_gib(self.info.device),
+        }
+
+
+class DataIndexWriter:
+    """Which windows each rank trained on at each step (the data order audit trail, as in OLMo)."""
+
+    def __init__(self, root: Path, rank: int) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self.file = (root / f"rank{rank}.jsonl").open("a")
+
+    def write(self, step: int, micro_ids: list[Any]) -> None:
+        self.file.write(json.dumps({"step": step, "windows": [[int(w) for w in ids] for ids in micro_ids]}) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()

@@ -8,6 +8,8 @@ RMSNorm to q and k before RoPE, as Qwen3 does.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -33,10 +35,12 @@ class RMSNorm(nn.Module):
         nn.init.ones_(self.weight)
 
 
-def rope_cos_sin(head_dim: int, seq_len: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_cos_sin(
+    head_dim: int, seq_len: int, theta: float, device: torch.device | str | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos/sin tables (seq_len, head_dim): angle_{t,i} = t * theta^(-2i/head_dim), halves duplicated."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
-    angles = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv_freq)
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=device) / head_dim))
+    angles = torch.outer(torch.arange(seq_len, dtype=torch.float32, device=device), inv_freq)
     angles = torch.cat([angles, angles], dim=-1)
     return angles.cos(), angles.sin()
 
@@ -102,8 +106,16 @@ class Block(nn.Module):
         return x + self.feed_forward(self.ffn_norm(x))
 
 
+# One step of the initialisation: (module, parameter name, in-place init of a full tensor).
+InitStep = tuple[nn.Module, str, Callable[[torch.Tensor], torch.Tensor]]
+
+
 class Transformer(nn.Module):
-    """Token ids (B, T) -> logits (B, T, vocab)."""
+    """Token ids (B, T) -> logits (B, T, vocab).
+
+    Built on the meta device, it holds no memory; `trainer.materialize` then allocates it sharded
+    and replays `init_plan` shard by shard (the full-model path below draws the same numbers).
+    """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -121,19 +133,36 @@ class Transformer(nn.Module):
         self.register_buffer("rope_sin", sin, persistent=False)
         self.init_weights()
 
-    @torch.no_grad()
-    def init_weights(self) -> None:
-        """N(0, 0.02) everywhere; residual output projections scaled by 1/sqrt(2 L) (GPT-2)."""
+    def init_plan(self) -> Iterator[InitStep]:
+        """N(0, 0.02) everywhere; residual output projections scaled by 1/sqrt(2 L) (GPT-2); norms 1.
+
+        In the order the random numbers are drawn: whoever replays the plan in this order on full
+        tensors after seeding gets the same weights.
+        """
         std = self.cfg.init_std
-        nn.init.normal_(self.tok_embeddings.weight, std=std)
+        yield self.tok_embeddings, "weight", partial(nn.init.normal_, std=std)
         if not self.cfg.tie_embeddings:
-            nn.init.normal_(self.output.weight, std=std)
+            yield self.output, "weight", partial(nn.init.normal_, std=std)
         for name, module in self.named_modules():
             if isinstance(module, nn.Linear) and name != "output":
                 scaled = name.endswith(("attention.wo", "feed_forward.w2"))
-                nn.init.normal_(module.weight, std=std / math.sqrt(2 * self.cfg.n_layers) if scaled else std)
+                layer_std = std / math.sqrt(2 * self.cfg.n_layers) if scaled else std
+                yield module, "weight", partial(nn.init.normal_, std=layer_std)
             elif isinstance(module, RMSNorm):
-                module.reset_parameters()
+                yield module, "weight", nn.init.ones_
+
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """Apply `init_plan` to this (full, unsharded) model."""
+        for module, name, init in self.init_plan():
+            init(getattr(module, name))
+
+    @torch.no_grad()
+    def init_buffers(self) -> None:
+        """Recompute the RoPE tables in place (after `to_empty`, buffers hold garbage)."""
+        cos, sin = rope_cos_sin(self.cfg.head_dim, self.cfg.max_seq_len, self.cfg.rope_theta, self.rope_cos.device)
+        self.rope_cos.copy_(cos)
+        self.rope_sin.copy_(sin)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         t = tokens.shape[1]

@@ -1,9 +1,36 @@
-"""AdamW as the pretraining recipe prescribes: betas (0.9, 0.95), decay only on matrices."""
+"""AdamW as the pretraining recipe prescribes: betas (0.9, 0.95), decay only on matrices; its settings."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
+
+from trainer.schedule import ScheduleKind, default_warmup
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Optimizer, clipping, loss and LR-schedule settings (defaults: the seeds' pretraining recipe).
+
+    Field order is the CLI's flag order (`trainer.train_config`); every field but `betas` is a flag
+    of the same name (`--lr`, `--wsd-decay-fraction`, ...).
+    """
+
+    lr: float = 3e-4
+    weight_decay: float = 0.1
+    warmup_steps: int | None = None  # None (or 0): `schedule.default_warmup`, min(2000, 5 % of the epoch)
+    schedule: ScheduleKind = "cosine"
+    min_lr_ratio: float = 0.1
+    wsd_decay_fraction: float = 0.2
+    grad_clip: float = 1.0
+    z_loss: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.95)
+
+    def warmup_for(self, total_steps: int) -> int:
+        """The warmup this run uses: the configured steps, or the recipe default for its length."""
+        return self.warmup_steps or default_warmup(total_steps)
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, object]]:

@@ -1,7 +1,7 @@
 """The shape of a finished run: its steps (from ``stats.json``) and the document sets on disk.
 
-The report and the inspector both need to know which ``removed/<dir>/`` files belong to which
-step of ``stats.json``; that mapping lives here, once. Counts always come from ``stats.json``; the
+A step's name is its id and ``removed/<id>/`` holds what it dropped, so the report and the
+inspector pair folders with ``stats.json`` steps by that id alone. Counts always come from ``stats.json``; the
 parquet files are only read for what stats cannot say (tokens, lengths, languages, samples).
 """
 
@@ -20,29 +20,8 @@ from pipelines.layout import RunLayout
 # stages whose output is documents, in run order; the other dedup_* stages only compute signatures,
 # buckets and clusters (a filter there only pre-filters signature input, it removes nothing)
 STAGE_ORDER = ("curate", "dedup_filter")
-PRECHECK_SUFFIX = "-precheck.parquet"
-# removed/<dir> -> words of the step name that writes it, where the dir is not named after the step
-STEP_ALIASES: dict[str, tuple[str, ...]] = {
-    "url": ("url filter",),
-    "extraction": ("trafilatura", "extract"),
-    "language": ("language id",),
-    "minhash": ("dedup filter",),
-    "exact": ("exact",),
-    "quality_classifier": ("quality classifier", "quality_classifier"),
-}
 # the reason of a dropped document with no filter_reason (older dedup filters wrote none)
 DEFAULT_REASON: dict[str, str] = {"minhash": "minhash_duplicate", "exact": "exact_duplicate"}
-
-
-def short_name(name: str) -> str:
-    """``'🔻 - FILTER: 📏 gopher_quality'`` -> ``'gopher_quality'`` (datatrove decorates step names)."""
-    tail = name.split(": ", 1)[-1]
-    return "".join(ch for ch in tail if ch.isascii()).strip() or tail
-
-
-def normalize(text: str) -> str:
-    """Step and folder names compared loosely: case and ``_`` vs space do not matter."""
-    return text.lower().replace("_", " ").strip()
 
 
 @dataclass
@@ -50,7 +29,7 @@ class Step:
     """One filtering step of ``stats.json``: documents in, kept and dropped, by reason."""
 
     stage: str
-    name: str
+    name: str  # the step id: its removed/<id>/ folder
     n_in: int
     kept: int
     dropped: int
@@ -90,9 +69,9 @@ class RunInfo:
     def dump(self) -> str:
         return str(self.meta.get("dump") or self.root.name)
 
-    def step_index(self, dir_name: str) -> int | None:
-        """Index of the step that wrote ``removed/<dir_name>/``."""
-        return next((i for i, s in enumerate(self.steps) if dir_name in s.removed_dirs), None)
+    def step_index(self, step_id: str) -> int | None:
+        """Index of the step ``step_id`` (which writes ``removed/<step_id>/``)."""
+        return next((i for i, s in enumerate(self.steps) if s.name == step_id), None)
 
 
 def _document_stages(stats: dict) -> list[str]:
@@ -111,7 +90,7 @@ def filtering_steps(stats: dict) -> list[Step]:
             steps.append(
                 Step(
                     stage=stage,
-                    name=short_name(raw["name"]),
+                    name=raw["id"],
                     n_in=int(raw["in"]),
                     kept=int(raw["kept"]),
                     dropped=int(raw.get("dropped") or 0),
@@ -127,30 +106,6 @@ def reader_counters(stats: dict) -> dict[str, int]:
         if raw.get("in") is None and "records" in (raw.get("counters") or {}):
             return {k: int(v) for k, v in raw["counters"].items()}
     return {}
-
-
-def candidates(dir_name: str, steps: list[Step]) -> list[int]:
-    """Steps that may write ``removed/<dir_name>/``: same name, else an alias, else a name containing it."""
-    want = normalize(dir_name)
-    names = [normalize(s.name) for s in steps]
-    for test in (
-        lambda name: name == want,
-        lambda name: any(alias in name for alias in STEP_ALIASES.get(dir_name, ())),
-        lambda name: want in name,
-    ):
-        found = [i for i, name in enumerate(names) if test(name)]
-        if found:
-            return found
-    return []
-
-
-def match_dir(dir_name: str, steps: list[Step], rows: int | None = None) -> int | None:
-    """The step that wrote ``removed/<dir_name>/``. Several steps can share a name (the exact and the
-    MinHash dedup filter): then the first one not yet matched whose drop count equals ``rows`` wins."""
-    free = [i for i in candidates(dir_name, steps) if not steps[i].removed_dirs]
-    if not free:
-        return None
-    return next((i for i in free if steps[i].dropped == rows), free[0])
 
 
 def disk_reasons(docset: DocSet) -> Counter:
@@ -173,18 +128,14 @@ def _rows(files: list[Path]) -> int:
 def _removed_sets(layout: RunLayout, steps: list[Step]) -> list[DocSet]:
     root = layout.removed_root
     dirs = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.exists() else []
-    files: dict[str, list[Path]] = {}
-    for name in dirs:
-        for f in sorted((root / name).glob("*.parquet")):
-            # the extractor's language pre-check writes beside language ID, but its drops are extraction's
-            files.setdefault("extraction" if f.name.endswith(PRECHECK_SUFFIX) else name, []).append(f)
+    ids = [s.name for s in steps]
     sets = []
-    for name, paths in sorted(files.items()):
-        index = match_dir(name, steps, _rows(paths))
+    for name in dirs:
+        index = ids.index(name) if name in ids else None
         if index is not None:
             steps[index].removed_dirs.append(name)
-        label = steps[index].name if index is not None else name
-        sets.append(DocSet(name, label, paths, index, DEFAULT_REASON.get(name)))
+        files = sorted((root / name).glob("*.parquet"))
+        sets.append(DocSet(name, name, files, index, DEFAULT_REASON.get(name)))
     return sorted(sets, key=lambda s: (s.step if s.step is not None else len(steps), s.key))
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic import atomic_write_text
-from pipelines.report.data import PRECHECK_SUFFIX, RunInfo, load_run, resolve_run_dir
+from pipelines.report.data import RunInfo, load_run, resolve_run_dir
 from pipelines.report.html import render
 from pipelines.report.plots import draw_all
 from pipelines.report.scan import LENGTH_EDGES, TOKEN_NOTE, Profile, count_rows, scan
@@ -37,16 +37,8 @@ def _extraction_index(run: RunInfo) -> int:
     return index if index is not None else -1
 
 
-def _where(path: Path, shared: set[Path]) -> str:
-    """``removed/<dir>/`` of a file, or its pattern in a folder two steps write to (language, pre-check)."""
-    if path.name.endswith(PRECHECK_SUFFIX):
-        return f"removed/{path.parent.name}/*{PRECHECK_SUFFIX}"
-    return f"removed/{path.parent.name}/" + ("NNNNN.parquet" if path.parent in shared else "")
-
-
 def _steps(run: RunInfo, profiles: dict[str, Profile]) -> list[dict]:
     first_text = _extraction_index(run)
-    shared = {f.parent for s in run.removed for f in s.files if f.name.endswith(PRECHECK_SUFFIX)}
     rows = []
     for i, step in enumerate(run.steps):
         own = [s for s in run.removed if s.key in step.removed_dirs]
@@ -62,7 +54,7 @@ def _steps(run: RunInfo, profiles: dict[str, Profile]) -> list[dict]:
                 "dropped": step.dropped,
                 "reasons": step.reasons,
                 "removed_dirs": step.removed_dirs,
-                "removed_paths": sorted({_where(f, shared) for s in own for f in s.files}),
+                "removed_paths": [f"removed/{s.key}/" for s in own],
                 "removed_rows": removed_rows,
                 "consistent": removed_rows == step.dropped,
                 "tokens_kept": tokens if i >= first_text else None,

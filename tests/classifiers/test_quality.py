@@ -115,19 +115,19 @@ def test_quantize_writes_a_smaller_usable_model(corpus: dict, tmp_path: Path) ->
 
 def curate_tail(model: Path, tmp: Path, threshold: float | None = None, top_fraction: float | None = None):
     """The curate pipeline the lead's builder makes for this recipe, from the classifier step on."""
-    from pipelines.curate import build_curate_pipeline
+    from curate.pipeline import build_curate_pipeline
     from pipelines.layout import RunLayout
     from pipelines.recipe import load_recipe
-    from pipelines.sources import ResolvedSource
 
-    recipe = load_recipe()
+    config = load_recipe().curate
     qc = dataclasses.replace(
-        recipe.quality_classifier, model=str(model), threshold=threshold, top_fraction=top_fraction
+        config.quality_classifier, model=str(model), threshold=threshold, top_fraction=top_fraction
     )
-    recipe = dataclasses.replace(recipe, quality_classifier=qc)
-    source = ResolvedSource(dump="test", base=str(tmp), paths=("none.warc.gz",), description="test")
+    config = dataclasses.replace(config, quality_classifier=qc)
     layout = RunLayout(tmp / "run")
-    steps = build_curate_pipeline(recipe, source, layout, tmp / "paths.txt")
+    steps = build_curate_pipeline(
+        config, str(tmp), str(tmp / "paths.txt"), "test", str(layout.curated), str(layout.removed_root)
+    )
     first = next(i for i, s in enumerate(steps) if isinstance(s, QualityClassifierFilter))
     return steps[first:], layout
 

@@ -25,6 +25,7 @@ from datatrove.pipeline.dedup.minhash import (
 from datatrove.pipeline.readers import ParquetReader
 from datatrove.pipeline.writers import JsonlWriter
 
+from common.documents import DocumentWriter
 from dedup.buckets import DedupBuckets
 from dedup.clusters import DedupClusters
 from dedup.config import DedupConfig
@@ -33,7 +34,6 @@ from dedup.pipeline import build_dedup_stages, document_reader
 from dedup.records import CorruptFileError
 from dedup.run import run_dedup
 from dedup.signatures import DedupSignatures
-from dedup.writer import AtomicParquetWriter
 
 ROOT = Path(__file__).resolve().parents[2]
 DUMP = "CC-MAIN-2024-10"
@@ -302,7 +302,7 @@ def test_changed_input_is_an_error_and_leaves_no_output(corpus, tmp_path):
     out = tmp_path / "run"
     run_dedup(str(folder), str(out), DedupConfig(), workers=1)
     changed = _drop_a_document(folder, tmp_path / "changed")
-    writer = AtomicParquetWriter(str(tmp_path / "deduped"), schema_from=str(changed))
+    writer = DocumentWriter(str(tmp_path / "deduped"), schema_from=str(changed))
     steps = [document_reader(str(changed)), DedupFilter(str(out / "minhash" / "clusters")), writer]
     with pytest.raises(CorruptFileError, match="input changed"):
         data = None

@@ -14,9 +14,9 @@ from datatrove.pipeline.filters import (
 )
 from datatrove.utils.text import split_into_words
 
-from filters.rules import C4QualityRule, FineWebQualityRule, GopherQualityRule, GopherRepetitionRule
-from filters.signals import compute_signals, signal_names
+from filters.quality import compute_signals, signal_columns
 from filters.words import WordTokenizer, count_sentences
+from pipelines.recipe import load_recipe
 from tests.support import shared_data
 
 SYNTHETIC = [
@@ -60,29 +60,31 @@ def _datatrove_verdict(text: str) -> tuple[bool, str | None, str]:
     return True, None, doc.text
 
 
-RULES = [
-    ("GopherRepetitionFilter", GopherRepetitionRule()),
-    ("GopherQualityFilter", GopherQualityRule()),
-    ("C4QualityFilter", C4QualityRule()),
-    ("FineWebQualityFilter", FineWebQualityRule()),
-]
+CURATE = load_recipe().curate  # the bundled recipe: its thresholds are datatrove's defaults
+RULES = list(
+    zip(
+        ("GopherRepetitionFilter", "GopherQualityFilter", "C4QualityFilter", "FineWebQualityFilter"),
+        CURATE.rules.ordered(),
+        strict=True,
+    )
+)
 
 
 def _our_verdict(text: str, tokenizer: WordTokenizer) -> tuple[bool, str | None, str]:
     with tokenizer.batch():
-        signals, c4 = compute_signals(text, tokenizer)
+        signals, edited = compute_signals(text, tokenizer, CURATE.signals)
     for name, rule in RULES:
         verdict = rule.check(signals)
         if verdict is not True:
             return False, f"{name}:{verdict[1]}", text
-    return True, None, c4.text
+    return True, None, edited
 
 
 def test_signal_columns_cover_every_rule_input() -> None:
     tokenizer = WordTokenizer("en")
     with tokenizer.batch():
-        signals, _ = compute_signals(SYNTHETIC[1], tokenizer)
-    assert sorted(signals) == sorted(signal_names())
+        signals, _ = compute_signals(SYNTHETIC[1], tokenizer, CURATE.signals)
+    assert list(signals) == signal_columns()
 
 
 def test_verdicts_reasons_and_text_match_datatrove() -> None:

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from curate.warc import iter_warc_records
-from filters.signals import signal_names
+from filters.quality import signal_columns
 from pipelines.sample import SAMPLE_WARC
 from tests.support.cli import REPO, run_cli
 from tests.support.mirror import write_mirror
@@ -52,7 +52,7 @@ def test_sample_run_writes_the_run_layout(sample_run: Path) -> None:
     meta = pq.ParquetFile(curated[0]).metadata
     assert meta.row_group(0).column(0).compression == "ZSTD"
     table = pq.read_table(curated[0])
-    for column in ("text", "id", "url", "dump", "date", "language", "language_score", *signal_names()):
+    for column in ("text", "id", "url", "dump", "date", "language", "language_score", *signal_columns()):
         assert column in table.column_names, column
     rows = table.to_pylist()
     assert all(r["dump"] == "sample" and r["language"] == "en" and r["language_score"] > 0.65 for r in rows)

@@ -22,8 +22,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.ray.auth import MODE_VAR, TOKEN_PATH_VAR, TOKEN_VAR, enable_token_mode
-from pipelines.ray.executor import GIB, RayResourceError, fit_resources
+from pipelines.ray_cluster.auth import MODE_VAR, TOKEN_PATH_VAR, TOKEN_VAR, enable_token_mode
+from pipelines.ray_cluster.executor import GIB, RayResourceError, fit_resources
 from tests.support.cli import REPO, run_cli
 from tests.support.mirror import write_mirror
 
@@ -121,7 +121,8 @@ def _chain(run_dir: Path, ray_address: str | None) -> str:
     """Tokenizer + mixture (no training) for ``run_dir``, locally or on Ray, in a fresh driver; its stdout."""
     ray = f"RayOptions({ray_address!r})" if ray_address else "None"
     code = (
-        "from pathlib import Path; from pipelines.chain import run_chain; from pipelines.ray.chain import RayOptions; "
+        "from pathlib import Path; from pipelines.chain import run_chain; "
+        "from pipelines.ray_cluster.chain import RayOptions; "
         f"run_chain(Path({str(run_dir)!r}), ray={ray}, train=False)"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}

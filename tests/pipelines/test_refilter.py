@@ -8,7 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from pipelines.recipe import DEFAULT_RECIPE, RecipeError, load_recipe
+from common.config import ConfigError
+from pipelines.recipe import DEFAULT_RECIPE, load_recipe
 from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.e2e
@@ -32,12 +33,12 @@ def test_same_recipe_reproduces_the_run(sample_run: Path, tmp_path: Path) -> Non
     out = tmp_path / "same"
     run_cli("pipelines.refilter", str(sample_run), "--recipe", str(DEFAULT_RECIPE), "--out", str(out))
     assert _count(out / "curated") == _count(sample_run / "curated")
-    for rule in ("gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality"):
+    for rule in ("gopher_repetition", "gopher_quality", "c4", "fineweb"):
         assert _count(out / "removed" / rule) == _count(sample_run / "removed" / rule), rule
 
 
 def test_stricter_threshold_removes_more_and_says_so(sample_run: Path, tmp_path: Path) -> None:
-    recipe = _recipe(tmp_path, "strict", gopher_quality={"min_doc_words": 400})
+    recipe = _recipe(tmp_path, "strict", gopher_quality={"min_word_count": 400})
     proc = run_cli("pipelines.refilter", str(sample_run), "--recipe", str(recipe))
     out = sample_run / "refilter" / "strict"
     before, after = _count(sample_run / "curated"), _count(out / "curated")
@@ -45,16 +46,16 @@ def test_stricter_threshold_removes_more_and_says_so(sample_run: Path, tmp_path:
     assert _count(out / "removed" / "gopher_quality") > _count(sample_run / "removed" / "gopher_quality")
     assert "curated -> gopher_quality" in proc.stdout and "gopher_short_doc" in proc.stdout
     for row in pq.read_table(next((out / "removed" / "gopher_quality").glob("*.parquet"))).to_pylist():
-        assert row["word_count"] < 400 or row["filter_reason"] != "gopher_short_doc"
+        assert row["gopher_quality_word_count"] < 400 or row["filter_reason"] != "gopher_short_doc"
 
 
 def test_looser_threshold_brings_documents_back_edited(sample_run: Path, tmp_path: Path) -> None:
     recipe = _recipe(
         tmp_path,
         "loose",
-        gopher_quality={"min_doc_words": 5},
-        c4_quality={"min_num_sentences": 1},
-        fineweb_quality={"line_punct_thr": 0.0, "short_line_thr": 1.0, "char_duplicates_ratio": 1.0},
+        gopher_quality={"min_word_count": 5},
+        c4={"min_sentences": 1},
+        fineweb={"min_line_punct_ratio": 0.0, "max_short_line_ratio": 1.0, "max_char_dup_ratio": 1.0},
     )
     run_cli("pipelines.refilter", str(sample_run), "--recipe", str(recipe))
     out = sample_run / "refilter" / "loose"
@@ -80,8 +81,8 @@ def test_recipe_validation_errors_are_one_line(tmp_path: Path) -> None:
         bad.write_text(text)
         try:
             load_recipe(bad)
-        except RecipeError as err:
+        except ConfigError as err:
             assert expected in str(err) and "\n" not in str(err)
         else:
             raise AssertionError(f"accepted: {text!r}")
-    assert load_recipe().rules.fineweb_quality.char_duplicates_ratio == 0.01
+    assert load_recipe().curate.rules.fineweb.max_char_dup_ratio == 0.01

@@ -127,7 +127,7 @@ def test_steps_table_equals_stats_json(sample_run: Path, page: Page, data: dict)
     assert len(rows) == len(expected) == len(data["steps"])
     for row, want, got in zip(rows, expected, data["steps"], strict=True):
         stage, name, n_in, kept, dropped, _share, _tokens, reasons, _disk = row
-        assert stage == want["stage"] and want["name"].endswith(name)
+        assert stage == want["stage"] and name == want["id"] and want["name"].endswith(f": {name}")
         assert (_int(n_in), _int(kept), _int(dropped)) == (want["in"], want["kept"], want["dropped"] or 0)
         shown = dict(pair.split("=") for pair in reasons.split(", ")) if reasons else {}
         assert {k: _int(v) for k, v in shown.items()} == want["dropped_by_reason"]
@@ -144,10 +144,9 @@ def test_reader_and_removal_tables_equal_stats_json(sample_run: Path, page: Page
     for step, _reason, count in page.tables["removals"]:
         by_step[step] = by_step.get(step, 0) + _int(count)
     for step in _expected_steps(stats):
-        named = [k for k in by_step if step["name"].endswith(k)]
-        assert sum(by_step[k] for k in named) == (step["dropped"] or 0), step["name"]
+        assert by_step.get(step["id"], 0) == (step["dropped"] or 0), step["id"]
         for reason, n in step["dropped_by_reason"].items():
-            assert [named[0], reason, f"{n:,}"] in page.tables["removals"]
+            assert [step["id"], reason, f"{n:,}"] in page.tables["removals"]
     tasks = {stage: (_int(done), _int(total)) for stage, done, total in page.tables["tasks"]}
     assert tasks == {k: (v["tasks_completed"], v.get("tasks_total")) for k, v in stats["stages"].items()}
 
@@ -155,21 +154,19 @@ def test_reader_and_removal_tables_equal_stats_json(sample_run: Path, page: Page
 def test_removed_files_and_tokens_agree_with_the_parquet_files(sample_run: Path, data: dict) -> None:
     removed = sample_run / "removed"
     rows = {d.name: sum(pq.ParquetFile(f).metadata.num_rows for f in d.glob("*.parquet")) for d in removed.iterdir()}
-    precheck = sum(pq.ParquetFile(f).metadata.num_rows for f in removed.glob("language/*-precheck.parquet"))
     steps = {s["step"]: s for s in data["steps"]}
     assert all(s["consistent"] for s in data["steps"]), data["steps"]
-    assert steps["Trafilatura (sandboxed)"]["removed_rows"] == rows.get("extraction", 0) + precheck
-    assert steps["Language ID (fastText)"]["removed_rows"] == rows["language"] - precheck
-    assert steps["dedup filter"]["removed_rows"] == rows["minhash"]
+    for step_id, n in rows.items():  # removed/<id>/ holds what step <id> dropped, the pre-check's too
+        assert steps[step_id]["removed_rows"] == n == steps[step_id]["dropped"], step_id
     deduped = sorted((sample_run / "deduped").glob("*.parquet"))
     assert data["totals"]["kept_documents"] == len(_texts(deduped)) == data["steps"][-1]["kept"]
     assert data["totals"]["kept_tokens"] == _words(deduped) == data["steps"][-1]["tokens_kept"]
     # kept after extraction = the kept documents plus everything a later step removed
-    later = [f for f in removed.glob("*/*.parquet") if f.parent.name != "extraction" and "precheck" not in f.name]
-    assert steps["Trafilatura (sandboxed)"]["tokens_kept"] == _words(deduped) + _words(later)
-    assert steps["URL filter (offline)"]["tokens_kept"] is None  # HTML, before extraction
+    later = [f for f in removed.glob("*/*.parquet") if f.parent.name != "extraction"]
+    assert steps["extraction"]["tokens_kept"] == _words(deduped) + _words(later)
+    assert steps["url"]["tokens_kept"] is None  # HTML, before extraction
     sizes = pq.read_table(deduped[0], columns=["minhash_cluster_size"]).column(0).to_pylist()
-    assert data["clusters"]["duplicates_removed"] == sum(s - 1 for s in sizes) == steps["dedup filter"]["dropped"]
+    assert data["clusters"]["duplicates_removed"] == sum(s - 1 for s in sizes) == steps["minhash"]["dropped"]
     assert sum(data["lengths"]["after"]) == len(sizes)
 
 

@@ -16,9 +16,10 @@ import pyarrow.parquet as pq
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.readers import WarcReader
 
-from pipelines.curate import build_curate_pipeline
+from curate.config import CurateConfig
+from curate.pipeline import build_curate_pipeline
 from pipelines.layout import RunLayout
-from pipelines.recipe import Recipe, load_recipe
+from pipelines.recipe import load_recipe
 from pipelines.sources import ResolvedSource, resolve_paths
 from tests.support.datatrove_reference import reference_steps
 
@@ -94,17 +95,22 @@ def reference_decisions(files: list[Path], timeout: float = 1.0, warmup: list[Pa
 
 
 def curate_decisions(
-    files: list[Path], recipe: Recipe | None = None, timeout: float | None = None, warmup: list[Path] | None = None
+    files: list[Path],
+    config: CurateConfig | None = None,
+    timeout: float | None = None,
+    warmup: list[Path] | None = None,
 ) -> Decisions:
     """Our curate stage over ``files`` (writers included, as in production); ``warmup`` as above."""
-    recipe = recipe or load_recipe()
+    config = config or load_recipe().curate
     if timeout is not None:
-        recipe = dataclasses.replace(recipe, extraction=dataclasses.replace(recipe.extraction, timeout=timeout))
+        config = dataclasses.replace(config, extraction=dataclasses.replace(config.extraction, timeout=timeout))
     out = Decisions()
     with tempfile.TemporaryDirectory() as tmp:
         layout = RunLayout(Path(tmp) / "run")
         source, listing = _paths_file(files, Path(tmp))
-        steps = build_curate_pipeline(recipe, source, layout, listing)
+        steps = build_curate_pipeline(
+            config, source.base, str(listing), "compare", str(layout.curated), str(layout.removed_root)
+        )
         if warmup:
             (Path(tmp) / "warmup").mkdir()
             warm, warm_listing = _paths_file(warmup, Path(tmp) / "warmup")

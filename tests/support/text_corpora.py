@@ -108,7 +108,7 @@ def training_run_dir(factory: pytest.TempPathFactory) -> Path:
 
 # The curate stage's steps after language ID: what they drop is English text that was extracted but
 # failed a quality rule. It is real web text, and at this corpus size every such character counts.
-QUALITY_STEPS = ("gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality")
+QUALITY_STEPS = ("gopher_repetition", "gopher_quality", "c4", "fineweb")
 
 
 def extracted_web_documents(factory: pytest.TempPathFactory) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """The trainer under real `torchrun --nproc_per_node=2` (gloo): parity, exact resume, one epoch, learning.
 
-Run as a script, this file is the parity worker: it trains with FSDP2 in fp32 and saves the full
-gradients, which the test compares with a single-process loop written here without FSDP.
+Run as a module under torchrun (`-m tests.trainer.test_dist`), this file is the parity worker: it
+trains with FSDP2 in fp32 and saves the full gradients, which the test compares with a
+single-process loop written here without FSDP.
 """
 
 from __future__ import annotations
@@ -10,9 +11,6 @@ import json
 import shutil
 import sys
 from pathlib import Path
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np
 import pytest
@@ -37,7 +35,7 @@ def _cfg(vocab: int):
 def parity_worker(shards: Path, vocab: int, out: Path) -> None:
     """FSDP2 over the torchrun group, fp32 params: PARITY_STEPS steps, then dump full grads."""
     from trainer.distributed import init_distributed, shutdown
-    from trainer.engine import OptimConfig
+    from trainer.optim import OptimConfig
 
     info = init_distributed("cpu")
     index = WindowIndex(ShardReader(shards), SEQ)
@@ -106,7 +104,7 @@ def test_fsdp2_gradients_match_single_process_fp32(tmp_path: Path) -> None:
     from tests.support.trainer_inputs import synthetic_run_inputs, torchrun
 
     shards, _ = synthetic_run_inputs(tmp_path, vocab=96, n_docs=120, seq_len=SEQ)
-    torchrun([__file__, str(shards), "96", str(tmp_path / "fsdp.pt")])
+    torchrun(["-m", "tests.trainer.test_dist", str(shards), "96", str(tmp_path / "fsdp.pt")])
     fsdp = torch.load(tmp_path / "fsdp.pt")
     ref = reference_run(shards, 96, world=2)
     assert fsdp["grads"].keys() == ref["grads"].keys()

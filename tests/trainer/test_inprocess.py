@@ -10,10 +10,11 @@ import torch
 from tests.support.trainer_inputs import synthetic_run_inputs, word_tokenizer
 from trainer.compat import IncompatibleShards
 from trainer.fsdp_train import TrainConfig, parse_args, train
+from trainer.optim import OptimConfig
 
 
 def _cfg(shards: Path, tok: Path, out: Path, **kw: object) -> TrainConfig:
-    base = {"micro_batch": 4, "grad_accum": 2, "lr": 3e-3, "log_every": 1, "verify_shards": False}
+    base = {"micro_batch": 4, "grad_accum": 2, "optim": OptimConfig(lr=3e-3), "log_every": 1, "verify_shards": False}
     return TrainConfig(shards=shards, tokenizer=tok, out=out, **{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -82,13 +83,34 @@ def test_cli_flags_mirror_the_config() -> None:
         ]
     )
     assert cfg.bf16 is False and cfg.ac == "full" and cfg.max_steps == 5 and cfg.shards == Path("s")
+    assert cfg.optim == OptimConfig()
+
+
+def test_optimizer_flags_fill_the_nested_config_and_the_flat_record() -> None:
+    from trainer.train_config import OPTIM_FLAGS, flat_record
+
+    flags = ["--lr", "1e-3", "--weight-decay", "0.05", "--warmup-steps", "7", "--schedule", "wsd"]
+    flags += ["--min-lr-ratio", "0.2", "--wsd-decay-fraction", "0.3", "--grad-clip", "0.5", "--z-loss", "1e-4"]
+    cfg = parse_args(["--shards", "s", "--tokenizer", "t.json", "--out", "o", "--micro-batch", "3", *flags])
+    expected = OptimConfig(
+        lr=1e-3, weight_decay=0.05, warmup_steps=7, schedule="wsd", min_lr_ratio=0.2, wsd_decay_fraction=0.3,
+        grad_clip=0.5, z_loss=1e-4,
+    )  # fmt: skip
+    assert cfg.optim == expected and cfg.micro_batch == 3
+    record = flat_record(cfg)
+    assert "optim" not in record and "betas" not in record
+    assert [record[k] for k in OPTIM_FLAGS] == [1e-3, 0.05, 7, "wsd", 0.2, 0.3, 0.5, 1e-4]
+    keys = list(record)  # the flags' order, optim's spelled out where the field sits
+    assert keys[keys.index("grad_accum") + 1 : keys.index("seed")] == list(OPTIM_FLAGS)
+    assert record["shards"] == "s" and record["val_shards"] is None
 
 
 @pytest.mark.parametrize("ac", ["selective", "full"])
 def test_activation_checkpointing_leaves_gradients_unchanged(ac: str) -> None:
     from trainer.config import get_preset
     from trainer.distributed import init_distributed, shutdown
-    from trainer.engine import OptimConfig, TrainEngine
+    from trainer.engine import TrainEngine
+    from trainer.optim import OptimConfig
 
     info = init_distributed("cpu")
     try:

@@ -8,7 +8,7 @@
   (copies, shuffle, manifest) stays on the driver, which has every task's result. The one-epoch target
   needs no counting pass of its own: the tokenization tasks return each part's token count.
 
-Why plain Ray tasks and not datatrove's executor: see ``pipelines/ray/tasks.py``. The same functions run
+Why plain Ray tasks and not datatrove's executor: see ``pipelines/ray_cluster/tasks.py``. The same functions run
 as locally, in the same order, so the tokenizer, the shards and the manifest are identical to a local run's.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelines.ray.tasks import RayTaskRunner, connect, node_resources, run_one, task_resources
+from pipelines.ray_cluster.tasks import RayTaskRunner, connect, node_resources, run_one, task_resources
 
 if TYPE_CHECKING:
     from mixtures.manifest import Manifest

@@ -27,7 +27,7 @@ from datatrove.executor.ray import RayPipelineExecutor
 from pipelines.errors import ExecutorError
 from pipelines.layout import StageFolder
 
-REPO = Path(__file__).resolve().parents[2]  # pipelines/ray/executor.py -> the project root
+REPO = Path(__file__).resolve().parents[2]  # pipelines/ray_cluster/executor.py -> the project root
 GIB = 1024**3
 DATATROVE_MEM_PER_CPU_GB = 2.0
 
@@ -45,11 +45,11 @@ def connect(address: str | None = None) -> dict[str, Any]:
 
     Workers import this project's modules, so the project root goes on their ``PYTHONPATH``
     (on a multi-node cluster the project must sit at the same path on every node: shared storage).
-    A Ray auth token, when one is available, turns token mode on first (``pipelines/ray/auth.py``).
+    A Ray auth token, when one is available, turns token mode on first (``pipelines/ray_cluster/auth.py``).
     """
     import ray
 
-    from pipelines.ray.auth import enable_for_this_process
+    from pipelines.ray_cluster.auth import enable_for_this_process
 
     if not ray.is_initialized():
         enable_for_this_process()

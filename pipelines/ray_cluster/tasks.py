@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pipelines.errors import ExecutorError
-from pipelines.ray.executor import alive_nodes, connect, fit_resources
+from pipelines.ray_cluster.executor import alive_nodes, connect, fit_resources
 
 T = TypeVar("T")
 R = TypeVar("R")

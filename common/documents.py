@@ -1,0 +1,150 @@
+"""Documents on disk (DESIGN.md's border: parquet, one row per document) and the one writer of them.
+
+Curate and dedup both write documents with ``DocumentWriter``, datatrove's ``ParquetWriter`` made
+
+* atomic: a task writes ``<name>.tmp`` and renames it on a clean close; if the pipeline raises, the
+  temporary files are deleted, so a killed or failed task leaves nothing half-written and a rerun
+  (datatrove redoes unfinished tasks) neither loses nor duplicates a document;
+* schema-stable: the columns are fixed before the first row, either given (curate knows its signals)
+  or the union of an input folder's files plus added columns, read at the first write (dedup's input
+  may not exist when its pipeline is built). datatrove's default infers the schema from the first
+  document, which breaks on a column that is null there. A missing value is a null, a value of the
+  wrong Python type is converted to the column's type.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datatrove.data import Document
+from datatrove.io import DataFolderLike, get_datafolder
+from datatrove.pipeline.writers.parquet import ParquetWriter
+
+STRING_COLUMNS = ("url", "dump", "date", "warc_path", "language", "filter_reason")
+DOCUMENT_GLOB = "**/*.parquet"
+TMP_SUFFIX = ".tmp"
+
+
+def document_schema(float_columns: Sequence[str] = (), extra: Sequence[pa.Field] = ()) -> pa.Schema:
+    """``text``, ``id``, the string metadata columns, ``language_score``, the given float columns, ``extra``."""
+    fields = [pa.field("text", pa.string()), pa.field("id", pa.string())]
+    fields += [pa.field(name, pa.string()) for name in STRING_COLUMNS]
+    fields += [pa.field("language_score", pa.float64())]
+    fields += [pa.field(name, pa.float64()) for name in float_columns if name != "language_score"]
+    fields += list(extra)
+    return pa.schema(fields)
+
+
+def folder_schema(folder: DataFolderLike, extra: Sequence[pa.Field] = ()) -> pa.Schema | None:
+    """Unified schema of the parquet files in ``folder`` plus ``extra`` fields (None if no file)."""
+    source = get_datafolder(folder)
+    files = source.list_files(glob_pattern=DOCUMENT_GLOB)
+    if not files:
+        return None
+    schemas = []
+    for name in files:
+        with source.open(name, "rb") as f:
+            schemas.append(pq.read_schema(f))
+    schema = pa.unify_schemas(schemas, promote_options="permissive")
+    for field in extra:
+        if field.name not in schema.names:
+            schema = schema.append(field)
+    return schema
+
+
+def _coerce(value: Any, type_: pa.DataType) -> Any:
+    if value is None:
+        return None
+    if pa.types.is_floating(type_):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return None
+    if pa.types.is_integer(type_):
+        return int(value)
+    if pa.types.is_string(type_):
+        return str(value)
+    return value
+
+
+class DocumentWriter(ParquetWriter):
+    """zstd parquet, one file per task (``${rank}.parquet`` by default), committed by rename.
+
+    A pipeline step (writes and forwards every document) and a filter's exclusion writer
+    (``with writer: writer.write(doc, rank)``). Give ``schema``, or ``schema_from`` (a folder of
+    parquet files) plus ``extra_fields``.
+    """
+
+    name = "💾 documents"
+
+    def __init__(
+        self,
+        output_folder: DataFolderLike,
+        schema: pa.Schema | None = None,
+        schema_from: DataFolderLike | None = None,
+        extra_fields: Sequence[pa.Field] = (),
+        output_filename: str = "${rank}.parquet",
+    ):
+        if (schema is None) == (schema_from is None):
+            raise ValueError("DocumentWriter needs exactly one of schema and schema_from")
+        super().__init__(
+            output_folder,
+            output_filename=output_filename + TMP_SUFFIX,
+            compression="zstd",
+            expand_metadata=True,
+            max_file_size=-1,
+            schema=schema,
+        )
+        self.schema_from = schema_from
+        self.extra_fields = list(extra_fields)
+        self._tmp_files: set[str] = set()
+
+    def _default_adapter(self, document: Document) -> dict:
+        """One row of the schema: the text as it is, the id as a string, each column from the metadata."""
+        if self.schema is None:
+            self.schema = folder_schema(self.schema_from, self.extra_fields)
+            if self.schema is None:
+                raise FileNotFoundError(f"no parquet file in {self.schema_from} to take the schema from")
+        row = {}
+        for field in self.schema:
+            if field.name == "text":
+                row["text"] = document.text
+            elif field.name == "id":
+                row["id"] = str(document.id)
+            else:
+                row[field.name] = _coerce(document.metadata.get(field.name), field.type)
+        return row
+
+    def _write(self, document: dict, file_handler: Any, filename: str) -> None:
+        self._tmp_files.add(filename)
+        super()._write(document, file_handler, filename)
+
+    def close(self) -> None:
+        super().close()
+        for tmp in sorted(self._tmp_files):
+            self.output_folder.mv(tmp, tmp.removesuffix(TMP_SUFFIX))
+        self._tmp_files.clear()
+
+    def abort(self) -> None:
+        """Drop everything written so far (the task failed; a rerun rewrites it)."""
+        for writer in list(self._writers.values()):
+            with contextlib.suppress(Exception):
+                writer.close()
+        self._writers.clear()
+        self._batches.clear()
+        with contextlib.suppress(Exception):
+            self.output_mg.close()
+        for tmp in self._tmp_files:
+            with contextlib.suppress(FileNotFoundError):
+                self.output_folder.rm(tmp)
+        self._tmp_files.clear()
+
+    def __exit__(self, exc_type: object, exc_val: object, exc_tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()

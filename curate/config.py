@@ -1,0 +1,114 @@
+"""The curate stage's configuration: one typed section per step, validated before any work starts.
+
+The values live in the recipe (``pipelines/recipes/fineweb.yaml``, each with its source); this module
+names them, types them and checks what types cannot say (ranges, files that must exist, models that
+must load). Every error is one line (``ConfigError``) that names the file and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from common.config import ConfigError, from_mapping
+from filters.quality import Rules, SignalOptions
+
+
+@dataclass(frozen=True)
+class UrlFilterConfig:
+    enabled: bool
+
+
+@dataclass(frozen=True)
+class PrecheckConfig:
+    enabled: bool
+    threshold: float
+
+
+@dataclass(frozen=True)
+class ExtractionConfig:
+    favour_precision: bool
+    deduplicate: bool
+    timeout: float
+    max_html_bytes: int
+    precheck: PrecheckConfig
+
+
+@dataclass(frozen=True)
+class LanguageConfig:
+    languages: tuple[str, ...]
+    threshold: float
+    model: str | None
+
+
+@dataclass(frozen=True)
+class QualityClassifierConfig:
+    model: str | None
+    threshold: float | None
+    top_fraction: float | None
+
+
+@dataclass(frozen=True)
+class PiiConfig:
+    emails: bool
+    ips: bool
+
+
+@dataclass(frozen=True)
+class CurateConfig:
+    """Every section of the recipe the curate stage reads, in the order its steps run."""
+
+    url_filter: UrlFilterConfig
+    extraction: ExtractionConfig
+    language: LanguageConfig
+    signals: SignalOptions
+    rules: Rules
+    quality_classifier: QualityClassifierConfig
+    pii: PiiConfig
+
+    @classmethod
+    def sections(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any], where: str) -> CurateConfig:
+        config = from_mapping(cls, data, where)
+        config.validate(where)
+        return config
+
+    def validate(self, where: str) -> None:
+        """Checks that need more than types: ranges and files that must exist."""
+        if not 0 <= self.language.threshold <= 1:
+            raise ConfigError(f"{where}: language.threshold must be in [0, 1]")
+        if self.language.threshold < 0.5:
+            raise ConfigError(f"{where}: language.threshold below 0.5 is ambiguous (two languages could pass)")
+        if self.extraction.timeout <= 0:
+            raise ConfigError(f"{where}: extraction.timeout must be > 0 seconds")
+        for label, model in (
+            ("language.model", self.language.model),
+            ("quality_classifier.model", self.quality_classifier.model),
+        ):
+            if model and not Path(model).is_file():
+                raise ConfigError(f"{where}: {label} not found: {model}")
+
+    def check_models(self) -> None:
+        """Load the models now: a missing or unreadable one is an error before any work starts."""
+        from classifiers.lid import LanguageIdentifier
+
+        try:
+            LanguageIdentifier(self.language.model).check()
+        except (OSError, ValueError) as err:
+            raise ConfigError(f"language model unusable: {err}") from None
+        qc = self.quality_classifier
+        if qc.model:
+            from classifiers.quality_filter import check_quality_model
+
+            try:
+                check_quality_model(qc.model, qc.threshold, qc.top_fraction)
+            except (OSError, ValueError) as err:
+                raise ConfigError(f"quality model unusable: {err}") from None
+
+    def with_languages(self, languages: tuple[str, ...]) -> CurateConfig:
+        return dataclasses.replace(self, language=dataclasses.replace(self.language, languages=languages))

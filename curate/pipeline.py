@@ -1,0 +1,118 @@
+"""The curate stage as a datatrove pipeline, in FineWeb's order (``examples/fineweb.py``), one task per WARC.
+
+read WARC -> URL filter -> extract -> language -> signals -> Gopher repetition -> Gopher quality -> C4
+-> FineWeb -> [quality classifier] -> PII -> write ``curated/``. Every step's name is its id, and the
+documents it drops go to ``removed/<id>/`` with their reason. ``judge_steps`` (the rules and PII) is
+shared with ``python -m pipelines.refilter``, which judges stored documents again.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import pyarrow as pa
+from datatrove.data import DocumentsPipeline
+from datatrove.pipeline.base import PipelineStep
+from datatrove.pipeline.formatters import PIIFormatter
+from datatrove.utils.typeshelper import StatHints
+
+from classifiers.language_filter import FastTextLanguageFilter
+from common.documents import DocumentWriter, document_schema
+from curate.config import CurateConfig
+from curate.extract import MainTextExtractor
+from curate.warc import RobustWarcReader
+from filters.quality import QualitySignals, RuleFilter, signal_columns
+from filters.url import OfflineURLFilter
+
+PII_DONE_KEY = "_pii_formatted"  # the text is already PII-formatted (refilter reading curated/); not a column
+Step = TypeVar("Step", bound=PipelineStep)
+
+
+def curated_schema() -> pa.Schema:
+    """The columns of ``curated/`` and ``removed/<id>/``: the document, its signals, its quality score."""
+    return document_schema([*signal_columns(), "quality_score"])
+
+
+class Removed:
+    """Gives a filtering step its exclusion writer: ``<folder>/<step id>/``, the step's name."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        self.schema = curated_schema()
+
+    def writer(self, step_id: str) -> DocumentWriter:
+        return DocumentWriter(f"{self.folder}/{step_id}", self.schema)
+
+    def __call__(self, step: Step) -> Step:
+        step.exclusion_writer = self.writer(step.name)
+        return step
+
+
+class PIISteps(PIIFormatter):
+    """datatrove's ``PIIFormatter`` (emails, public IPs), skipping text formatted before."""
+
+    name = "pii"
+
+    def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        for doc in data:
+            self.stat_update(StatHints.total)
+            if not doc.metadata.pop(PII_DONE_KEY, False):
+                with self.track_time():
+                    doc.text = self.format(doc.text)
+            yield doc
+
+
+def judge_steps(config: CurateConfig, removed: Removed, classify: bool = True) -> list[PipelineStep]:
+    """The four rule families in FineWeb's order (C4 edits what it keeps), [the quality classifier], PII."""
+    steps: list[PipelineStep] = [removed(RuleFilter(rule, config.signals)) for rule in config.rules.ordered()]
+    if classify:
+        steps += quality_classifier_steps(config, removed)
+    if config.pii.emails or config.pii.ips:
+        steps.append(PIISteps(remove_emails=config.pii.emails, remove_ips=config.pii.ips))
+    return steps
+
+
+def build_curate_pipeline(
+    config: CurateConfig, data_folder: str, paths_file: str, dump: str, curated: str, removed: str
+) -> list[PipelineStep]:
+    """Read ``paths_file`` (relative to ``data_folder``) -> ... -> ``curated``; drops to ``removed/<id>/``."""
+    excluded = Removed(removed)
+    languages = config.language.languages
+    extraction = config.extraction
+    steps: list[PipelineStep] = [RobustWarcReader(data_folder, paths_file=paths_file, dump=dump)]
+    if config.url_filter.enabled:
+        steps.append(excluded(OfflineURLFilter()))
+    steps.append(
+        excluded(
+            MainTextExtractor(
+                favour_precision=extraction.favour_precision,
+                deduplicate=extraction.deduplicate,
+                timeout=extraction.timeout,
+                max_html_bytes=extraction.max_html_bytes,
+                precheck_languages=languages if extraction.precheck.enabled else None,
+                precheck_threshold=extraction.precheck.threshold,
+                lid_model_path=config.language.model,
+            )
+        )
+    )
+    steps.append(
+        excluded(
+            FastTextLanguageFilter(
+                languages=languages, threshold=config.language.threshold, model_path=config.language.model
+            )
+        )
+    )
+    steps.append(QualitySignals(config.signals, default_language=languages[0] if languages else "en"))
+    steps += judge_steps(config, excluded)
+    steps.append(DocumentWriter(curated, excluded.schema))
+    return steps
+
+
+def quality_classifier_steps(config: CurateConfig, removed: Removed) -> list[PipelineStep]:
+    """The optional fastText quality classifier; nothing when no model is set."""
+    qc = config.quality_classifier
+    if not qc.model:
+        return []
+    from classifiers.quality_filter import QualityClassifierFilter
+
+    return [removed(QualityClassifierFilter(qc.model, threshold=qc.threshold, top_fraction=qc.top_fraction))]

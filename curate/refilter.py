@@ -1,0 +1,112 @@
+"""Judge stored documents again: the curate stage's rule, C4-edit and PII steps over its own output.
+
+Signals are stored beside the text, so a new threshold needs no extraction, language ID or
+tokenization. The pipeline streams every document the rules saw (the kept ones, then each rule's
+removed ones, in FineWeb's order) through ``curate.pipeline.judge_steps`` into new folders, and counts
+where each document was and where it went. Text that already is C4's output (kept, or removed after
+C4) is not edited again, nor is kept text PII-formatted again; a document that newly passes gets both,
+as in the curate stage. The quality classifier's drops are not read back (its step does not rerun).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datatrove.data import Document, DocumentsPipeline
+from datatrove.pipeline.base import PipelineStep
+
+from common.documents import DocumentWriter
+from curate.config import CurateConfig
+from curate.pipeline import PII_DONE_KEY, Removed, judge_steps
+from filters import c4
+from filters.quality import C4_TEXT_KEY
+
+ORIGIN_KEY = "_origin"  # where a document was: KEPT or a rule id; not a column
+KEPT = "curated"
+
+
+class Tally:
+    """Documents by where they were (``before``) and went (``after``), why (``reasons``), ``moved``."""
+
+    def __init__(self) -> None:
+        self.before: Counter[str] = Counter()
+        self.after: Counter[str] = Counter()
+        self.reasons: Counter[str] = Counter()
+        self.moved: Counter[tuple[str, str]] = Counter()
+
+    def count(self, doc: Document, target: str) -> None:
+        self.after[target] += 1
+        if reason := doc.metadata.get("filter_reason"):
+            self.reasons[f"{target}/{reason}"] += 1
+        if (origin := doc.metadata[ORIGIN_KEY]) != target:
+            self.moved[(origin, target)] += 1
+
+
+class JudgedDocuments(PipelineStep):
+    """The documents of ``(origin, folder)`` pairs, streamed in that order, marked with their origin."""
+
+    name = "judged documents"
+    type = "📖 - READER"
+
+    def __init__(self, sources: list[tuple[str, Path]], tally: Tally):
+        super().__init__()
+        self.sources, self.tally = sources, tally
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        origins = [origin for origin, _ in self.sources]
+        c4_output = origins[origins.index(c4.FAMILY) + 1 :]  # removed after C4 edited them
+        for origin, folder in self.sources:
+            for file in sorted(folder.glob("*.parquet")):
+                for batch in pq.ParquetFile(file).iter_batches():
+                    for row in batch.to_pylist():
+                        text, doc_id = row.pop("text") or "", row.pop("id")
+                        row.pop("filter_reason", None)  # judged again
+                        row[ORIGIN_KEY] = origin
+                        if origin == KEPT or origin in c4_output:
+                            row[C4_TEXT_KEY] = text
+                        row[PII_DONE_KEY] = origin == KEPT
+                        self.tally.before[origin] += 1
+                        yield Document(text=text, id=doc_id, metadata=row)
+
+
+class CountingWriter(DocumentWriter):
+    """The document writer, counting what it writes into a ``Tally``."""
+
+    def __init__(self, folder: str, schema: pa.Schema, target: str, tally: Tally):
+        super().__init__(folder, schema)
+        self.target, self.tally = target, tally
+
+    def write(self, document: Document, rank: int = 0, **kwargs) -> None:
+        self.tally.count(document, self.target)
+        super().write(document, rank, **kwargs)
+
+
+class CountedRemoved(Removed):
+    """``removed/<rule id>/`` writers that count into a ``Tally``."""
+
+    def __init__(self, folder: str, tally: Tally):
+        super().__init__(folder)
+        self.tally = tally
+
+    def writer(self, step_id: str) -> DocumentWriter:
+        return CountingWriter(f"{self.folder}/{step_id}", self.schema, step_id, self.tally)
+
+
+def rule_ids(config: CurateConfig) -> list[str]:
+    return [rule.FAMILY for rule in config.rules.ordered()]
+
+
+def build_refilter_pipeline(
+    config: CurateConfig, curated: Path, removed: Path, out: Path, tally: Tally
+) -> list[PipelineStep]:
+    """``curated`` and ``removed/<rule id>/`` -> the rules of ``config`` -> ``out/curated``, ``out/removed``."""
+    sources = [(KEPT, curated)] + [(rule, removed / rule) for rule in rule_ids(config)]
+    excluded = CountedRemoved(str(out / "removed"), tally)
+    return [
+        JudgedDocuments(sources, tally),
+        *judge_steps(config, excluded, classify=False),
+        CountingWriter(str(out / KEPT), excluded.schema, KEPT, tally),
+    ]

@@ -1,0 +1,88 @@
+"""Gopher quality (Rae et al. 2021, section A.1.1): word counts and lengths, symbols, bullets, stop words.
+
+Definitions are datatrove's ``GopherQualityFilter``. datatrove's reasons here are fixed phrases
+(``gopher_short_doc``), so each bound names its reason; the thresholds are ``min_``/``max_`` of the
+signal they bound (datatrove's ``min_doc_words`` is ``min_word_count``, its one
+``max_symbol_word_ratio`` is ``max_hash_word_ratio`` and ``max_ellipsis_word_ratio``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from datatrove.utils.text import PUNCTUATION_SET
+
+from filters.rule import Bound, Rule, ratio
+
+FAMILY = "gopher_quality"
+SIGNALS = (
+    "word_count",
+    "mean_word_length",
+    "hash_word_ratio",
+    "ellipsis_word_ratio",
+    "bullet_lines_ratio",
+    "end_ellipsis_lines_ratio",
+    "alpha_words_ratio",
+    "stop_word_count",
+)
+
+
+@dataclass(frozen=True)
+class GopherQualityOptions:
+    """How the signals are computed (fixed for a run)."""
+
+    stop_words: tuple[str, ...]
+
+
+def signals(text: str, words: list[str], options: GopherQualityOptions) -> dict[str, float]:
+    n_words = len(words)
+    non_symbol = [w for w in words if any(ch not in PUNCTUATION_SET for ch in w)]
+    lines = text.splitlines()
+    n_lines = len(lines)
+    return {
+        "word_count": float(len(non_symbol)),
+        "mean_word_length": (sum(map(len, non_symbol)) / len(non_symbol)) if non_symbol else math.nan,
+        "hash_word_ratio": ratio(text.count("#"), n_words),
+        "ellipsis_word_ratio": ratio(text.count("...") + text.count("…"), n_words),
+        "bullet_lines_ratio": ratio(sum(s.lstrip().startswith(("•", "-")) for s in lines), n_lines),
+        "end_ellipsis_lines_ratio": ratio(sum(s.rstrip().endswith(("...", "…")) for s in lines), n_lines),
+        "alpha_words_ratio": ratio(sum(any(c.isalpha() for c in w) for w in words), n_words),
+        "stop_word_count": float(len(set(options.stop_words).intersection(words))),
+    }
+
+
+@dataclass(frozen=True)
+class GopherQualityRule(Rule):
+    """Bounds in datatrove's order; 0 switches a bound off, as datatrove's ``if self.x and`` does.
+
+    A page without a non-symbol word has no mean word length (NaN), which passes both of its bounds.
+    """
+
+    min_word_count: float | None
+    max_word_count: float | None
+    min_mean_word_length: float | None
+    max_mean_word_length: float | None
+    max_hash_word_ratio: float | None
+    max_ellipsis_word_ratio: float | None
+    max_bullet_lines_ratio: float | None
+    max_end_ellipsis_lines_ratio: float | None
+    min_alpha_words_ratio: float | None
+    min_stop_word_count: float | None
+
+    FAMILY = FAMILY
+    BOUNDS = tuple(
+        Bound(signal, side, reason, zero_disables=True)
+        for signal, side, reason in (
+            ("word_count", "min", "gopher_short_doc"),
+            ("word_count", "max", "gopher_long_doc"),
+            ("mean_word_length", "min", "gopher_below_avg_threshold"),
+            ("mean_word_length", "max", "gopher_above_avg_threshold"),
+            ("hash_word_ratio", "max", "gopher_too_many_hashes"),
+            ("ellipsis_word_ratio", "max", "gopher_too_many_ellipsis"),
+            ("bullet_lines_ratio", "max", "gopher_too_many_bullets"),
+            ("end_ellipsis_lines_ratio", "max", "gopher_too_many_end_ellipsis"),
+            ("alpha_words_ratio", "min", "gopher_below_alpha_threshold"),
+            ("stop_word_count", "min", "gopher_enough_stop_words"),
+        )
+    )

@@ -1,0 +1,147 @@
+"""The training loop: prepare the data, build the engine, resume, step through the epoch, save, export.
+
+Each concern lives in its own module (`prepare`, `engine`, `checkpoint`, `metrics`, `export_hf`);
+this one only orders them, so the whole run reads top to bottom in `_train`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from trainer.checkpoint import Checkpointer
+from trainer.distributed import DistInfo, init_distributed, shutdown
+from trainer.engine import TrainEngine
+from trainer.export_hf import export_live
+from trainer.metrics import DataIndexWriter, MetricsLogger, Throughput
+from trainer.prepare import PreparedData, prepare_data
+from trainer.train_config import TrainConfig, flat_record
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainResult:
+    """What a finished (or stopped) run reports back to its caller."""
+
+    steps_done: int
+    epoch_steps: int
+    losses: list[tuple[int, float]]
+    val_losses: list[tuple[int, float]]
+    checkpoint: Path | None
+    hf_dir: Path | None
+
+
+def train(cfg: TrainConfig) -> TrainResult:
+    """Run (or resume) the epoch; collective over the current torchrun job, or one rank in-process."""
+    info = init_distributed(cfg.device)
+    try:
+        return _train(cfg, info)
+    finally:
+        shutdown(info)
+
+
+def _setup_logging(info: DistInfo) -> None:
+    logging.basicConfig(
+        level=logging.INFO if info.is_main else logging.WARNING,
+        format=f"[rank{info.rank}] %(asctime)s %(name)s: %(message)s",
+        stream=sys.stdout,
+        force=True,
+    )
+
+
+def _build_engine(cfg: TrainConfig, info: DistInfo, data: PreparedData) -> TrainEngine:
+    engine = TrainEngine(
+        data.model_cfg, info, cfg.optim, data.plan.steps, seed=cfg.seed, bf16=cfg.bf16, ac=cfg.ac, compile=cfg.compile
+    )
+    log.info("model %s: %.2fM params, %s", cfg.model, data.model_cfg.num_params() / 1e6, data.model_cfg)
+    return engine
+
+
+def _run_meta(cfg: TrainConfig, data: PreparedData) -> dict[str, Any]:
+    """What a checkpoint needs to be exported on its own (written next to every checkpoint)."""
+    return {
+        "model_config": data.model_cfg.to_dict(),
+        "tokenizer": {
+            "path": str(data.tokenizer_file.resolve()),
+            "sha256": data.tokenizer_sha256,
+            "eos_id": data.eos_id,
+            "bos_id": data.bos_id,
+        },
+        "train_config": flat_record(cfg),
+    }
+
+
+def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
+    _setup_logging(info)
+    out = Path(cfg.out)
+    data = prepare_data(cfg, info)
+    plan, loader = data.plan, data.loader
+    engine = _build_engine(cfg, info, data)
+    ckpt = Checkpointer(out / "checkpoints", cfg.keep_checkpoints)
+    meta = _run_meta(cfg, data)
+
+    def save(step: int) -> None:
+        ckpt.save(step, engine.model, engine.optimizer, engine.scheduler, loader.state_dict(), meta)
+
+    latest = ckpt.latest() if cfg.resume else None
+    if latest is not None:
+        state = ckpt.load(latest, engine.model, engine.optimizer, engine.scheduler, loader.state_dict())
+        loader.load_state_dict(state)
+        log.info("resumed from %s at step %d", latest, loader.step)
+    if info.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "run_config.json").write_text(json.dumps(meta, indent=1, default=str))
+
+    metrics = MetricsLogger(out / "metrics.jsonl", info.is_main)
+    indices = DataIndexWriter(out / "data_indices", info.rank) if cfg.save_data_indices else None
+    throughput = Throughput(data.model_cfg, plan, cfg.gpu, info, loader.step)
+    losses: list[tuple[int, float]] = []
+    val_losses: list[tuple[int, float]] = []
+
+    def evaluate(step: int) -> None:
+        val_losses.append((step, engine.evaluate(data.val)))
+        metrics.log({"step": step, "val_loss": val_losses[-1][1]})
+
+    last_saved = loader.step if latest is not None else -1
+    stop = cfg.max_steps if cfg.max_steps is not None else plan.steps
+    # rank 0 only; tqdm turns itself off when stderr is not a terminal (logs, CI)
+    bar = tqdm(total=stop, initial=loader.step, desc="training", unit="step", disable=None if info.is_main else True)
+    for micro in loader:
+        step = loader.step  # steps completed once this batch is applied (1-based)
+        result = engine.train_step([tokens for _, tokens in micro])
+        bar.update(1)
+        if indices is not None:
+            indices.write(step, [ids for ids, _ in micro])
+        if step % cfg.log_every == 0 or step in (1, plan.steps, stop):
+            losses.append((step, float(result.loss)))
+            record = {"step": step, "loss": losses[-1][1], "grad_norm": float(result.grad_norm), "lr": result.lr}
+            metrics.log({**record, **throughput.measure(step)})
+        if data.val and cfg.eval_every and step % cfg.eval_every == 0:
+            evaluate(step)
+        if cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
+            save(step)
+            last_saved = step
+        if step >= stop:
+            break
+    bar.close()
+
+    step = loader.step
+    if data.val and (not val_losses or val_losses[-1][0] != step):
+        evaluate(step)
+    if last_saved != step:
+        save(step)
+    hf_dir = None
+    if cfg.export_hf and step == plan.steps:
+        tokenizer = {"tokenizer": data.tokenizer_file, "eos_id": data.eos_id, "bos_id": data.bos_id}
+        hf_dir = export_live(engine.model, data.model_cfg, out / "hf", **tokenizer)
+    metrics.close()
+    if indices is not None:
+        indices.close()
+    return TrainResult(step, plan.steps, losses, val_losses, ckpt.latest(), hf_dir)

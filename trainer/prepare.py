@@ -1,0 +1,93 @@
+"""Before step 1: open and check the shards, size the model's vocab, cut the epoch and the held-out set.
+
+Everything here can refuse the run (foreign tokenizer, vocab too small, too few files to hold out),
+so it runs before the model is built; the loop then only consumes what `prepare_data` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from mixtures.manifest import ManifestError, read_manifest
+from mixtures.reader import ShardReader
+from trainer.compat import check_compatible, check_same_layout, tokenizer_identity
+from trainer.config import ModelConfig, get_preset
+from trainer.data import EpochLoader, EpochPlan, WindowIndex, validation_batches
+from trainer.distributed import DistInfo
+from trainer.train_config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PreparedData:
+    """The shards resolved against the tokenizer and model: what the loop consumes."""
+
+    model_cfg: ModelConfig
+    tokenizer_file: Path
+    tokenizer_sha256: str
+    eos_id: int
+    bos_id: int | None
+    plan: EpochPlan
+    loader: EpochLoader
+    val: list[torch.Tensor]
+
+
+def open_shards(path: Path, verify: bool, info: DistInfo) -> ShardReader:
+    """Rank 0 checksums the shards once; every rank then maps them without re-hashing."""
+    error = [None]
+    if verify and info.is_main:
+        try:
+            read_manifest(path, verify=True)
+        except ManifestError as err:
+            error[0] = str(err)
+    dist.broadcast_object_list(error, src=0)
+    if error[0]:
+        raise ManifestError(error[0])
+    return ShardReader(path, verify=False)
+
+
+def _model_config(cfg: TrainConfig, vocab_size: int, seq_len: int) -> ModelConfig:
+    """The preset with the run's overrides, its vocab padded from the tokenizer's, long enough for seq_len."""
+    base = get_preset(cfg.model, qk_norm=cfg.qk_norm or None, tie_embeddings=False if cfg.untied else None)
+    model_cfg = base.with_vocab(vocab_size)
+    if model_cfg.max_seq_len < seq_len:
+        model_cfg = replace(model_cfg, max_seq_len=seq_len)
+    return model_cfg
+
+
+def prepare_data(cfg: TrainConfig, info: DistInfo) -> PreparedData:
+    """Open and check the shards, size the model's vocab, cut the epoch and the held-out set."""
+    reader = open_shards(Path(cfg.shards), cfg.verify_shards, info)
+    manifest = reader.manifest
+    seq_len = cfg.seq_len or manifest.seq_len
+    if seq_len != manifest.seq_len:
+        log.warning("training at seq_len %d, shards were prepared for %d", seq_len, manifest.seq_len)
+    tok = tokenizer_identity(cfg.tokenizer)
+    model_cfg = _model_config(cfg, tok.vocab_size, seq_len)
+    check_compatible(manifest, tok, model_cfg.vocab_size)
+
+    n_files = len(reader)
+    if cfg.val_holdout_files >= n_files:
+        raise ValueError(f"cannot hold out {cfg.val_holdout_files} of {n_files} shard files")
+    n_train = n_files - cfg.val_holdout_files
+    index = WindowIndex(reader, seq_len, list(range(n_train)))
+    val_index = None
+    if cfg.val_shards is not None:
+        val_reader = open_shards(Path(cfg.val_shards), cfg.verify_shards, info)
+        check_same_layout(manifest, val_reader.manifest)
+        val_index = WindowIndex(val_reader, seq_len)
+    elif cfg.val_holdout_files:
+        val_index = WindowIndex(reader, seq_len, list(range(n_train, n_files)))
+    val = []
+    if val_index is not None:
+        val = validation_batches(val_index, cfg.micro_batch, cfg.val_batches, info.rank, info.world_size)
+    plan = EpochPlan(index.num_windows, cfg.micro_batch, cfg.grad_accum, info.world_size, seq_len)
+    loader = EpochLoader(index, plan, info.rank, cfg.seed)
+    tok_info = manifest.tokenizer
+    return PreparedData(model_cfg, tok.path, tok.sha256, tok_info.eos_id, tok_info.bos_id, plan, loader, val)
