@@ -135,15 +135,19 @@ def test_charsets_records_and_sizes_are_counted(tmp_path: Path) -> None:
 
 
 def test_huge_and_deeply_nested_pages_do_not_stall_extraction(tmp_path: Path) -> None:
+    """A page over ``max_html_bytes`` characters is the extractor's ``too_large``; one over four times
+    that many bytes is never inflated: the reader counts it (``too_large_member``)."""
     nested = "<html><body>" + "<div>" * 5000 + "<p>deep text</p>" + "</div>" * 5000 + "</body></html>"
-    huge = "<html><body>" + "<p>filler paragraph of a very large page.</p>" * 1_300_000 + "</body></html>"
-    assert len(huge) > 50_000_000
-    pages = [Page("https://x.example/nested", nested.encode()), Page("https://x.example/huge", huge.encode())]
-    pages += _pages(2)
+    paragraph = "<p>filler paragraph of a very large page.</p>"
+    big = "<html><body>" + paragraph * 300_000 + "</body></html>"
+    huge = "<html><body>" + paragraph * 1_300_000 + "</body></html>"
+    assert 10_000_000 < len(big) < 40_000_000 < len(huge)
+    pages = [Page("https://x.example/nested", nested.encode()), Page("https://x.example/big", big.encode())]
+    pages += [Page("https://x.example/huge", huge.encode())] + _pages(2)
     path = tmp_path / "hostile.warc.gz"
     write_pages(pages, path)
-    docs, _ = _read(path)
-    assert len(docs) == 4
+    docs, reader_counts = _read(path)
+    assert len(docs) == 4 and reader_counts["too_large_member"] == 1, reader_counts
     extractor = MainTextExtractor(timeout=5.0)
     counts: Counter = Counter()
     extractor.stat_update = lambda *keys, value=1, unit=None: counts.update({k: value for k in keys})
