@@ -129,8 +129,44 @@ def _inflate_gzip(f: IO[bytes], pos: int, max_bytes: int) -> tuple[bytes, int]:
             raise MemberTooLarge(max_bytes, pos + read - len(inflater.unconsumed_tail))
         parts.append(out)
         if inflater.eof:
-            return b"".join(parts), pos + read - len(inflater.unused_data) - len(inflater.unconsumed_tail)
+            return b"".join(parts), pos + read - len(inflater.unused_data)
         data = inflater.unconsumed_tail
+
+
+def _deflate_end(f: IO[bytes], pos: int, max_bytes: int) -> int | None:
+    """Where a gzip member whose CRC or length check failed ends: a raw inflate ignores the trailer.
+    None when its deflate data is itself broken or its header carries optional fields."""
+    f.seek(pos)
+    header = f.read(10)
+    if len(header) < 10 or header[3] != 0:
+        return None
+    inflater = zlib.decompressobj(-15)
+    read, size, data = 10, 0, b""
+    try:
+        while not inflater.eof:
+            if not data:
+                data = f.read(MEMBER_CHUNK)
+                if not data:
+                    return None
+                read += len(data)
+            size += len(inflater.decompress(data, MEMBER_CHUNK))
+            if size > max_bytes:
+                return None
+            data = inflater.unconsumed_tail
+    except zlib.error:
+        return None
+    return pos + read - len(inflater.unused_data) + 8
+
+
+def _count_gap(f: IO[bytes], pos: int, nxt: int | None, max_bytes: int, on_error: OnError) -> None:
+    """After a corrupt member at ``pos``, count the bytes between its real end and the next magic
+    (``nxt``) as ``garbage_bytes``: they held a member whose own magic was destroyed."""
+    end = _deflate_end(f, pos, max_bytes)
+    if end is None or (nxt is not None and end >= nxt):
+        return
+    f.seek(end)
+    if f.read(1):
+        on_error("garbage_bytes", end, ValueError("bytes after a corrupt member start no member"))
 
 
 def iter_gzip_members(
@@ -160,6 +196,8 @@ def iter_gzip_members(
             except (zlib.error, EOFError) as err:
                 on_error("truncated_member" if isinstance(err, EOFError) else "corrupt_member", pos, err)
                 resume = pos + 1
+                if isinstance(err, zlib.error):
+                    _count_gap(f, pos, find_next(f, resume, GZIP_MAGIC), max_bytes, on_error)
             else:
                 yield pos, member
                 pos = end
