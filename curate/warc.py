@@ -29,6 +29,7 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.readers.base import BaseDiskReader
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
+from warcio.statusandheaders import StatusAndHeadersParserException
 
 from curate.warc_containers import GZIP_MAGIC, iter_members
 from curate.warc_limits import DEFAULT_LIMITS, DEFAULT_MAX_HTML_BYTES, ReadLimits
@@ -38,6 +39,7 @@ HTML_TYPES = ("text/html", "application/xhtml+xml")
 # OverflowError: a Content-Length beyond 2**63)
 READ_ERRORS = (
     ArchiveLoadFailed,
+    StatusAndHeadersParserException,
     zlib.error,
     EOFError,
     OSError,
@@ -86,6 +88,9 @@ def iter_warc_records(f: IO[bytes], on_error: Any = None, limits: ReadLimits = D
     for offset, member in iter_members(f, limits.member_bytes, report):
         if member[:2] == GZIP_MAGIC[:2]:  # warcio would inflate a nested gzip stream without a cap
             report("corrupt_member", offset, ValueError("gzip inside a member"))
+            continue
+        if not member.strip():  # warcio would make a record of type None out of blank lines
+            report("empty_member", offset, ValueError("member holds no record"))
             continue
         parsed = 0
         try:

@@ -67,23 +67,33 @@ def find_next(f: IO[bytes], start: int, magic: bytes) -> int | None:
         pos += len(chunk)
 
 
+def _plausible(kind: str, head: bytes, idx: int) -> bool:
+    """Does the magic at ``idx`` start a member (not bytes of junk that happen to match)?"""
+    if kind == "plain":
+        return bool(VERSION_LINE.match(head, idx))
+    if kind == "gzip":
+        try:
+            zlib.decompressobj(31).decompress(head[idx : idx + 4096], 1)
+        except zlib.error:
+            return False
+        return head[idx + 3] < 0x20 if len(head) > idx + 3 else True
+    return True
+
+
 def sniff(f: IO[bytes]) -> tuple[str | None, int]:
     """``(container, offset of its first member)``: ``gzip``, ``zstd``, ``plain`` or None when the
-    file's first MiB holds none of their magics (``empty`` for a zero-byte file)."""
+    file's first MiB holds no plausible member start (``empty`` for a zero-byte file)."""
     f.seek(0)
     head = f.read(RESYNC_CHUNK)
     if not head:
         return "empty", 0
-    found = [
-        (idx, kind)
-        for magic, kind in (
-            (GZIP_MAGIC, "gzip"),
-            (ZSTD_MAGIC, "zstd"),
-            (ZSTD_DICT_MAGIC, "zstd"),
-            (WARC_MAGIC, "plain"),
-        )
-        if (idx := head.find(magic)) >= 0
-    ]
+    found = []
+    for magic, kind in ((GZIP_MAGIC, "gzip"), (ZSTD_MAGIC, "zstd"), (ZSTD_DICT_MAGIC, "zstd"), (WARC_MAGIC, "plain")):
+        idx = head.find(magic)
+        while idx >= 0 and not _plausible(kind, head, idx):
+            idx = head.find(magic, idx + 1)
+        if idx >= 0:
+            found.append((idx, kind))
     if not found:
         return None, 0
     idx, kind = min(found)

@@ -45,7 +45,9 @@ def build_curate_pipeline(
 
     languages = recipe.language.languages
     steps: list[PipelineStep] = [
-        RobustWarcReader(source.base, paths_file=str(paths_file), dump=source.dump),
+        RobustWarcReader(
+            source.base, paths_file=str(paths_file), dump=source.dump, max_html_bytes=recipe.extraction.max_html_bytes
+        ),
     ]
     if recipe.url_filter.enabled:
         steps.append(OfflineURLFilter(exclusion_writer=removed("url")))

@@ -206,3 +206,32 @@ def test_gzip_member_reader_matches_warcio_on_clean_files() -> None:
         ours = [r.rec_headers.get("WARC-Record-ID") for r in iter_warc_records(io.BytesIO(data))]
         theirs = [r.rec_headers.get("WARC-Record-ID") for r in ArchiveIterator(io.BytesIO(data))]
         assert ours == theirs, path.name
+
+
+def _documents(data: bytes) -> list[dict]:
+    pages = []
+    for record in iter_warc_records(io.BytesIO(data)):
+        page = record_to_dict(record, lambda *k, value=1, unit=None: None)
+        if page:
+            pages.append(page)
+    return pages
+
+
+def test_plain_and_zstd_warcs_give_the_documents_of_the_gzip_file() -> None:
+    """The old reader read every plain ``.warc`` record to its end before yielding it (0 documents
+    from the real samples); plain and ``.warc.zst`` copies now give exactly the ``.warc.gz`` documents."""
+    import zstandard
+
+    from curate.warc_containers import iter_gzip_members
+
+    paths = shared_data.warc_sample_files() if shared_data.available() else []
+    paths = [p for p in paths if p.name.endswith(".warc.gz")]
+    total = 0
+    for path in [Path(__file__).parents[2] / "pipelines" / "sample" / "sample.warc.gz", *paths]:
+        gz = path.read_bytes()
+        members = [m for _, m in iter_gzip_members(io.BytesIO(gz), 1 << 30)]
+        expected = _documents(gz)
+        assert _documents(b"".join(members)) == expected, path.name
+        assert _documents(b"".join(zstandard.ZstdCompressor().compress(m) for m in members)) == expected, path.name
+        total += len(expected)
+    assert total >= 270

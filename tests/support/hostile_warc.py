@@ -439,8 +439,8 @@ def issue_cases(seeds: list[Seed]) -> list[Case]:
             case = _response_edit(seed, rng, container, edit)
             case.name = "issue19:" + case.name
             cases.append(case)
-    for seed in seeds[:7]:
-        case = case_header_cut(seed, rng)
+    for i in range(7):
+        case = case_header_cut(seeds[i % len(seeds)], rng)
         case.name = "issue19:" + case.name
         cases.append(case)
     case = case_header_edit(seeds[0], rng, "gz", "bad_version")
