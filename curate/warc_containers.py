@@ -122,6 +122,7 @@ def iter_members(f: IO[bytes], max_bytes: int, on_error: OnError | None = None) 
 
 def _inflate_gzip(f: IO[bytes], pos: int, max_bytes: int) -> tuple[bytes, int]:
     """One gzip member at ``pos`` (CRC checked), at most ``max_bytes`` out: ``(data, end offset)``."""
+    f.seek(pos)
     inflater = zlib.decompressobj(31)
     parts: list[bytes] = []
     size = 0
@@ -179,6 +180,51 @@ def _count_gap(f: IO[bytes], pos: int, nxt: int | None, max_bytes: int, on_error
         on_error("garbage_bytes", end, ValueError("bytes after a corrupt member start no member"))
 
 
+def _iter_compressed(
+    f: IO[bytes],
+    pos: int,
+    magic: bytes,
+    inflate: Callable[[int], tuple[bytes, int]],
+    errors: tuple[type[Exception], ...],
+    on_error: OnError,
+    skip: Callable[[int, bytes], int | None] | None = None,
+    on_corrupt: Callable[[int, int | None], None] | None = None,
+) -> Iterator[tuple[int, bytes]]:
+    """The loop the compressed containers share: inflate the member at ``pos``; on garbage, a
+    broken or an oversized member, count it and resync at the next ``magic``."""
+    while True:
+        f.seek(pos)
+        head = f.read(len(magic))
+        if not head:
+            return
+        if skip and (skipped := skip(pos, head)) is not None:
+            pos = skipped
+            continue
+        if head != magic:
+            on_error("garbage_bytes", pos, ValueError("no member starts here"))
+            resume = pos + 1
+        else:
+            try:
+                member, end = inflate(pos)
+            except MemberTooLarge as err:
+                on_error("too_large_member", pos, err)
+                resume = err.compressed_end
+            except errors as err:
+                truncated = isinstance(err, EOFError)
+                on_error("truncated_member" if truncated else "corrupt_member", pos, err)
+                resume = pos + 1
+                if on_corrupt and not truncated:
+                    on_corrupt(pos, find_next(f, resume, magic))
+            else:
+                yield pos, member
+                pos = end
+                continue
+        nxt = find_next(f, resume, magic)
+        if nxt is None:
+            return
+        pos = nxt
+
+
 def iter_gzip_members(
     f: IO[bytes], max_bytes: int, on_error: OnError | None = None, start: int = 0
 ) -> Iterator[tuple[int, bytes]]:
@@ -186,36 +232,16 @@ def iter_gzip_members(
 
     warcio's chained reader instead runs a truncated member into the next ones and loses them all.
     """
-    on_error = on_error or _ignore
-    pos = start
-    while True:
-        f.seek(pos)
-        if f.read(len(GZIP_MAGIC)) != GZIP_MAGIC:
-            f.seek(pos)
-            if not f.read(1):
-                return
-            on_error("garbage_bytes", pos, ValueError("no gzip member here"))
-            resume = pos + 1
-        else:
-            f.seek(pos)
-            try:
-                member, end = _inflate_gzip(f, pos, max_bytes)
-            except MemberTooLarge as err:
-                on_error("too_large_member", pos, err)
-                resume = err.compressed_end
-            except (zlib.error, EOFError) as err:
-                on_error("truncated_member" if isinstance(err, EOFError) else "corrupt_member", pos, err)
-                resume = pos + 1
-                if isinstance(err, zlib.error):
-                    _count_gap(f, pos, find_next(f, resume, GZIP_MAGIC), max_bytes, on_error)
-            else:
-                yield pos, member
-                pos = end
-                continue
-        nxt = find_next(f, resume, GZIP_MAGIC)
-        if nxt is None:
-            return
-        pos = nxt
+    report = on_error or _ignore
+    yield from _iter_compressed(
+        f,
+        start,
+        GZIP_MAGIC,
+        lambda pos: _inflate_gzip(f, pos, max_bytes),
+        (zlib.error, EOFError),
+        report,
+        on_corrupt=lambda pos, nxt: _count_gap(f, pos, nxt, max_bytes, report),
+    )
 
 
 def _zstd_decompressor(f: IO[bytes], pos: int, on_error: OnError) -> tuple[object, int]:
@@ -266,36 +292,23 @@ def iter_zstd_frames(
     frame, an optional dictionary first), resyncing at the next frame magic past broken ones."""
     import zstandard
 
-    on_error = on_error or _ignore
-    decompressor, pos = _zstd_decompressor(f, start, on_error)
-    while True:
-        f.seek(pos)
-        head = f.read(len(ZSTD_MAGIC))
-        if not head:
-            return
+    report = on_error or _ignore
+    decompressor, pos = _zstd_decompressor(f, start, report)
+
+    def skippable(at: int, head: bytes) -> int | None:  # e.g. a seek table: skipped, not garbage
         if len(head) == 4 and head[1:] == ZSTD_DICT_MAGIC[1:] and 0x50 <= head[0] <= 0x5F:
-            pos += 8 + int.from_bytes(f.read(4), "little")  # a skippable frame (e.g. a seek table)
-            continue
-        if head != ZSTD_MAGIC:
-            on_error("garbage_bytes", pos, ValueError("no zstd frame here"))
-            resume = pos + 1
-        else:
-            try:
-                member, end = _inflate_zstd(decompressor, f, pos, max_bytes)
-            except MemberTooLarge as err:
-                on_error("too_large_member", pos, err)
-                resume = err.compressed_end
-            except (zstandard.ZstdError, EOFError) as err:
-                on_error("truncated_member" if isinstance(err, EOFError) else "corrupt_member", pos, err)
-                resume = pos + 1
-            else:
-                yield pos, member
-                pos = end
-                continue
-        nxt = find_next(f, resume, ZSTD_MAGIC)
-        if nxt is None:
-            return
-        pos = nxt
+            return at + 8 + int.from_bytes(f.read(4), "little")
+        return None
+
+    yield from _iter_compressed(
+        f,
+        pos,
+        ZSTD_MAGIC,
+        lambda at: _inflate_zstd(decompressor, f, at, max_bytes),
+        (zstandard.ZstdError, EOFError),
+        report,
+        skip=skippable,
+    )
 
 
 def _next_record_start(f: IO[bytes], start: int) -> int | None:
@@ -359,10 +372,8 @@ def iter_plain_records(
         head = head[blank:]
         if not head.startswith(WARC_MAGIC):
             on_error("garbage_bytes", pos, ValueError("no WARC record here"))
-            nxt = _next_record_start(f, pos + 1)
-            if nxt is None:
+            if (pos := _next_record_start(f, pos + 1)) is None:
                 return
-            pos = nxt
             continue
         cut = head.find(b"\r\n\r\n")
         inner = VERSION_LINE.search(head, 1, cut if cut >= 0 else len(head))
@@ -375,10 +386,8 @@ def iter_plain_records(
                 on_error("truncated_member", pos, EOFError("WARC header block cut by end of file"))
                 return
             on_error("corrupt_member", pos, ValueError("WARC header block without its end"))
-            nxt = _next_record_start(f, pos + 1)
-            if nxt is None:
+            if (pos := _next_record_start(f, pos + 1)) is None:
                 return
-            pos = nxt
             continue
         header = head[: cut + 4]
         end = _declared_end(f, pos, header)
