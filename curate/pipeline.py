@@ -79,7 +79,9 @@ def build_curate_pipeline(
     excluded = Removed(removed)
     languages = config.language.languages
     extraction = config.extraction
-    steps: list[PipelineStep] = [RobustWarcReader(data_folder, paths_file=paths_file, dump=dump)]
+    steps: list[PipelineStep] = [
+        RobustWarcReader(data_folder, paths_file=paths_file, dump=dump, max_html_bytes=extraction.max_html_bytes)
+    ]
     if config.url_filter.enabled:
         steps.append(excluded(OfflineURLFilter()))
     steps.append(

@@ -4,14 +4,22 @@ datatrove's ``WarcReader`` stops a whole file at the first corrupt gzip member a
 truncated records. This reader keeps datatrove's decisions for every readable record (same record
 types, same MIME test, same UTF-8-then-cchardet decoding, so its documents are byte-identical) and adds:
 
-* every skipped record is counted by reason in the step's stats;
-* a corrupt or truncated gzip member is counted, and reading resumes at the next member;
+* every skipped record is counted by reason in the step's stats (``RECORD_FATES``), and every loss
+  of bytes that held no readable record too (``LOSSES``): documents + record fates == ``records``;
+* ``.warc.gz``, ``.warc.zst`` and plain ``.warc`` are split into members first
+  (``curate/warc_containers.py``): a corrupt or truncated member is counted and reading resumes at
+  the next one; garbage before, between or after members is counted and skipped;
+* nothing is inflated beyond the caps of ``curate/warc_limits.py`` (decompression bombs, HTTP
+  ``Content-Encoding`` bombs): such records are counted ``too_large`` / ``too_large_member``;
+* a record without a (non-empty) ``WARC-Target-URI`` is counted ``missing_url``, never a document
+  (warcio raises on it, datatrove's URL filter asserts on it);
 * ``WARC-Truncated`` records are counted (and kept, as FineWeb kept them).
 """
 
 from __future__ import annotations
 
 import io
+import re
 import sys
 import zlib
 from collections.abc import Iterator
@@ -21,111 +29,90 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.readers.base import BaseDiskReader
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
+from warcio.statusandheaders import StatusAndHeadersParserException
 
-GZIP_MAGIC = b"\x1f\x8b\x08"
-WARC_MAGIC = b"WARC/"
+from curate.warc_containers import GZIP_MAGIC, iter_members
+from curate.warc_limits import DEFAULT_LIMITS, DEFAULT_MAX_HTML_BYTES, ReadLimits
+
 HTML_TYPES = ("text/html", "application/xhtml+xml")
-RESYNC_CHUNK = 1 << 20
-MEMBER_CHUNK = 1 << 15
-READ_ERRORS = (ArchiveLoadFailed, zlib.error, EOFError, OSError, ValueError, KeyError, IndexError)
+# warcio and the codecs raise all of these on hostile bytes (AttributeError: a record without URI;
+# OverflowError: a Content-Length beyond 2**63)
+READ_ERRORS = (
+    ArchiveLoadFailed,
+    StatusAndHeadersParserException,
+    zlib.error,
+    EOFError,
+    OSError,
+    ValueError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    OverflowError,
+    TypeError,
+)
+# one per record that is not a document ("skipped_<type>" for the other record types)
+RECORD_FATES = ("skipped_non_html", "skipped_empty", "skipped_undecodable", "record_error", "missing_url", "too_large")
+# bytes that held no readable record (see curate/warc_containers.py for the first five)
+LOSSES = (
+    "garbage_bytes",
+    "corrupt_member",
+    "truncated_member",
+    "too_large_member",
+    "empty_file",
+    "empty_member",
+    "corrupt_record",
+)
+_URI_HEADER = re.compile(rb"^WARC-Target-URI:[ \t]*[^\s]", re.I | re.M)
 
 
-def _find_next(f: IO[bytes], start: int, magic: bytes) -> int | None:
-    """Offset of the next ``magic`` at or after ``start``, or None at end of file."""
-    pos = start
-    tail = b""
-    while True:
-        f.seek(pos)
-        chunk = f.read(RESYNC_CHUNK)
-        if not chunk:
-            return None
-        buf = tail + chunk
-        idx = buf.find(magic)
-        if idx >= 0:
-            return pos - len(tail) + idx
-        tail = buf[-(len(magic) - 1) :]
-        pos += len(chunk)
+def _parse_failure(member: bytes, err: Exception) -> str:
+    """``missing_url`` when warcio failed on a record that names no target URI, else ``corrupt_record``."""
+    if isinstance(err, AttributeError):
+        end = member.find(b"\r\n\r\n")
+        if not _URI_HEADER.search(member[: end if end >= 0 else len(member)]):
+            return "missing_url"
+    return "corrupt_record"
 
 
-def iter_gzip_members(f: IO[bytes], on_error: Any = None) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(offset, decompressed bytes)`` per gzip member, resyncing past broken ones.
+def iter_warc_records(f: IO[bytes], on_error: Any = None, limits: ReadLimits = DEFAULT_LIMITS) -> Iterator[Any]:
+    """Yield warcio records; every loss goes to ``on_error(kind, offset, err)`` and reading goes on.
 
-    Each member is inflated on its own (CRC checked), so a corrupt member costs only itself:
-    warcio's chained reader instead runs a truncated member into the next ones and loses them all.
+    The file is split into members of at most ``limits.member_bytes`` (see ``iter_members``), each
+    parsed by warcio on its own.
     """
-    pos = 0
-    while True:
-        f.seek(pos)
-        buf = f.read(MEMBER_CHUNK)
-        if not buf:
-            return
-        if not buf.startswith(GZIP_MAGIC):
-            if on_error:
-                on_error("garbage_bytes", pos, ValueError("no gzip member here"))
-            nxt = _find_next(f, pos + 1, GZIP_MAGIC)
-            if nxt is None:
-                return
-            pos = nxt
+
+    def report(kind: str, offset: int, err: Exception) -> None:
+        if on_error:
+            on_error(kind, offset, err)
+
+    for offset, member in iter_members(f, limits.member_bytes, report):
+        if member[:2] == GZIP_MAGIC[:2]:  # warcio would inflate a nested gzip stream without a cap
+            report("corrupt_member", offset, ValueError("gzip inside a member"))
             continue
-        inflater = zlib.decompressobj(31)
-        parts: list[bytes] = []
-        consumed = 0
-        try:
-            while True:
-                parts.append(inflater.decompress(buf))
-                if inflater.eof:
-                    consumed += len(buf) - len(inflater.unused_data)
-                    break
-                consumed += len(buf)
-                buf = f.read(MEMBER_CHUNK)
-                if not buf:
-                    raise EOFError("gzip member cut short by end of file")
-        except (zlib.error, EOFError) as err:
-            kind = "truncated_member" if isinstance(err, EOFError) else "corrupt_member"
-            if on_error:
-                on_error(kind, pos, err)
-            nxt = _find_next(f, pos + 1, GZIP_MAGIC)
-            if nxt is None:
-                return
-            pos = nxt
+        if not member.strip():  # warcio would make a record of type None out of blank lines
+            report("empty_member", offset, ValueError("member holds no record"))
             continue
-        yield pos, b"".join(parts)
-        pos += consumed
-
-
-def iter_warc_records(f: IO[bytes], on_error: Any = None) -> Iterator[Any]:
-    """Yield warcio records; on a broken member call ``on_error(kind, offset, err)`` and go on.
-
-    Compressed files are split into gzip members first (see ``iter_gzip_members``); uncompressed
-    files resync at the next ``WARC/`` line after a record that fails to parse.
-    """
-    head = f.read(3)
-    f.seek(0)
-    if head == GZIP_MAGIC:
-        for offset, member in iter_gzip_members(f, on_error):
-            try:
-                yield from ArchiveIterator(io.BytesIO(member), check_digests=False)
-            except READ_ERRORS as err:
-                if on_error:
-                    on_error("corrupt_record", offset, err)
-        return
-    offset = 0
-    while True:
-        f.seek(offset)
-        iterator = ArchiveIterator(f, check_digests=False)
-        current = offset
+        parsed = 0
         try:
-            for record in iterator:
-                current = iterator.get_record_offset()
+            for record in ArchiveIterator(io.BytesIO(member), check_digests=False):
+                parsed += 1
                 yield record
-            return
         except READ_ERRORS as err:
-            if on_error:
-                on_error("corrupt_record", current, err)
-            nxt = _find_next(f, current + 1, WARC_MAGIC)
-            if nxt is None or nxt <= offset:
-                return
-            offset = nxt
+            report(_parse_failure(member, err), offset, err)
+            continue
+        if not parsed:
+            report("empty_member", offset, ValueError("member holds no record"))
+
+
+def read_body(record: Any, max_bytes: int) -> bytes | None:
+    """The record's (HTTP-decoded) payload, or None when it is longer than ``max_bytes``.
+
+    warcio inflates ``Content-Encoding`` block by block as it is read, so at most one block's worth
+    beyond ``max_bytes`` is ever in memory.
+    """
+    stream = record.content_stream()
+    content = stream.read(max_bytes + 1)
+    return None if len(content) > max_bytes else content
 
 
 def _payload_mime(record: Any, content: bytes | None) -> str | None:
@@ -157,8 +144,9 @@ def decode_payload(content: bytes) -> str | None:
             return None
 
 
-def record_to_dict(record: Any, stat: Any) -> dict | None:
-    """datatrove's ``process_record`` with a counted reason for each record it skips."""
+def record_to_dict(record: Any, stat: Any, max_body_bytes: int = DEFAULT_LIMITS.body_bytes) -> dict | None:
+    """datatrove's ``process_record`` with a counted reason (one of ``RECORD_FATES``) for each record
+    it skips; bodies longer than ``max_body_bytes`` are not read past it (``too_large``)."""
     if record.rec_type not in ("response", "conversion"):
         stat(f"skipped_{record.rec_type}")
         return None
@@ -167,9 +155,12 @@ def record_to_dict(record: Any, stat: Any) -> dict | None:
     if mime is not None and not _is_text(mime, record.rec_type):
         stat("skipped_non_html")
         return None
-    content = record.content_stream().read()
+    content = read_body(record, max_body_bytes)
     if record.rec_headers.get("WARC-Truncated", None):
         stat("truncated_record")
+    if content is None:
+        stat("too_large")
+        return None
     if not content:
         stat("skipped_empty")
         return None
@@ -185,6 +176,9 @@ def record_to_dict(record: Any, stat: Any) -> dict | None:
     headers = record.rec_headers
     url = headers.get("WARC-Target-URI", None) or dict(headers.headers).get("uri")
     date = headers.get("WARC-Date", None) or dict(headers.headers).get("archive-date")
+    if not url:  # an empty WARC-Target-URI: datatrove's URL filter would assert on it
+        stat("missing_url")
+        return None
     record_id = headers.get("WARC-Record-ID", None) or f"<{url}|{date}>"
     return {"text": html, "id": record_id, "url": url, "date": date}
 
@@ -200,24 +194,32 @@ class RobustWarcReader(BaseDiskReader):
     type = "📖 - READER"
     _requires_dependencies = ["warcio", ("cchardet", "faust-cchardet")]
 
-    def __init__(self, data_folder: Any, paths_file: Any = None, dump: str | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        data_folder: Any,
+        paths_file: Any = None,
+        dump: str | None = None,
+        max_html_bytes: int = DEFAULT_MAX_HTML_BYTES,
+        **kwargs: Any,
+    ):
+        self.limits = ReadLimits(max_html_bytes)
         default_metadata = {"dump": dump} if dump else None
         kwargs.setdefault("doc_progress", sys.stderr.isatty())  # a tqdm bar per task, on a terminal only
         super().__init__(data_folder, paths_file, default_metadata=default_metadata, **kwargs)
 
     def read_file(self, filepath: str) -> DocumentsPipeline:
         def on_error(kind: str, offset: int, err: Exception) -> None:
-            self.stat_update(kind)
+            self.stat_update(*(("records", kind) if kind in RECORD_FATES else (kind,)))
             from datatrove.utils.logging import logger
 
             logger.warning(f"{filepath}: {kind} at byte {offset} ({type(err).__name__}: {err}); resyncing")
 
         with self.data_folder.open(filepath, "rb") as f:
-            for ri, record in enumerate(iter_warc_records(f, on_error)):
+            for ri, record in enumerate(iter_warc_records(f, on_error, self.limits)):
                 self.stat_update("records")
                 with self.track_time():
                     try:
-                        data = record_to_dict(record, self.stat_update)
+                        data = record_to_dict(record, self.stat_update, self.limits.body_bytes)
                     except READ_ERRORS as err:
                         self.stat_update("record_error")
                         from datatrove.utils.logging import logger

@@ -93,6 +93,9 @@ def resolve_paths(items: list[str], dump: str | None = None) -> ResolvedSource:
     files: list[str] = []
     for item in items:
         files.extend([item] if "://" in item else _expand_local(item))
+    for name in files:
+        if "\n" in name or "\r" in name:  # inputs.txt holds one path per line: this one would split
+            raise SourceError(f"input file name holds a line break, rename it: {name!r}")
     remote = [f for f in files if "://" in f]
     if remote and len(remote) != len(files):
         raise SourceError("mixing local files and URLs in one run is not supported; run them separately")

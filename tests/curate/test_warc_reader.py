@@ -135,15 +135,19 @@ def test_charsets_records_and_sizes_are_counted(tmp_path: Path) -> None:
 
 
 def test_huge_and_deeply_nested_pages_do_not_stall_extraction(tmp_path: Path) -> None:
+    """A page over ``max_html_bytes`` characters is the extractor's ``too_large``; one over four times
+    that many bytes is never inflated: the reader counts it (``too_large_member``)."""
     nested = "<html><body>" + "<div>" * 5000 + "<p>deep text</p>" + "</div>" * 5000 + "</body></html>"
-    huge = "<html><body>" + "<p>filler paragraph of a very large page.</p>" * 1_300_000 + "</body></html>"
-    assert len(huge) > 50_000_000
-    pages = [Page("https://x.example/nested", nested.encode()), Page("https://x.example/huge", huge.encode())]
-    pages += _pages(2)
+    paragraph = "<p>filler paragraph of a very large page.</p>"
+    big = "<html><body>" + paragraph * 300_000 + "</body></html>"
+    huge = "<html><body>" + paragraph * 1_300_000 + "</body></html>"
+    assert 10_000_000 < len(big) < 40_000_000 < len(huge)
+    pages = [Page("https://x.example/nested", nested.encode()), Page("https://x.example/big", big.encode())]
+    pages += [Page("https://x.example/huge", huge.encode())] + _pages(2)
     path = tmp_path / "hostile.warc.gz"
     write_pages(pages, path)
-    docs, _ = _read(path)
-    assert len(docs) == 4
+    docs, reader_counts = _read(path)
+    assert len(docs) == 4 and reader_counts["too_large_member"] == 1, reader_counts
     extractor = MainTextExtractor(timeout=5.0)
     counts: Counter = Counter()
     extractor.stat_update = lambda *keys, value=1, unit=None: counts.update({k: value for k in keys})
@@ -202,3 +206,32 @@ def test_gzip_member_reader_matches_warcio_on_clean_files() -> None:
         ours = [r.rec_headers.get("WARC-Record-ID") for r in iter_warc_records(io.BytesIO(data))]
         theirs = [r.rec_headers.get("WARC-Record-ID") for r in ArchiveIterator(io.BytesIO(data))]
         assert ours == theirs, path.name
+
+
+def _documents(data: bytes) -> list[dict]:
+    pages = []
+    for record in iter_warc_records(io.BytesIO(data)):
+        page = record_to_dict(record, lambda *k, value=1, unit=None: None)
+        if page:
+            pages.append(page)
+    return pages
+
+
+def test_plain_and_zstd_warcs_give_the_documents_of_the_gzip_file() -> None:
+    """The old reader read every plain ``.warc`` record to its end before yielding it (0 documents
+    from the real samples); plain and ``.warc.zst`` copies now give exactly the ``.warc.gz`` documents."""
+    import zstandard
+
+    from curate.warc_containers import iter_gzip_members
+
+    paths = shared_data.warc_sample_files() if shared_data.available() else []
+    paths = [p for p in paths if p.name.endswith(".warc.gz")]
+    total = 0
+    for path in [Path(__file__).parents[2] / "pipelines" / "sample" / "sample.warc.gz", *paths]:
+        gz = path.read_bytes()
+        members = [m for _, m in iter_gzip_members(io.BytesIO(gz), 1 << 30)]
+        expected = _documents(gz)
+        assert _documents(b"".join(members)) == expected, path.name
+        assert _documents(b"".join(zstandard.ZstdCompressor().compress(m) for m in members)) == expected, path.name
+        total += len(expected)
+    assert total >= 270
