@@ -165,7 +165,8 @@ class Decontamination(BaseFilter):
                     self.update_doc_stats(doc)
                     yield doc
                     continue
-                self.stat_update(StatHints.dropped, f"dropped_{REASON}", f"{REASON}_{doc.metadata['contaminated_task']}")
+                task = doc.metadata["contaminated_task"]
+                self.stat_update(StatHints.dropped, f"dropped_{REASON}", f"{REASON}_{task}")
                 if writer is not None:
                     doc.metadata["filter_reason"] = result[1]
                     writer.write(doc, rank)

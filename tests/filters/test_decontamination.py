@@ -83,7 +83,8 @@ def ours_removed(docs: list[Document], eval_sets: list[EvalSet], n: int) -> dict
         if doc.id not in kept:
             copy = Document(text=doc.text, id=doc.id, metadata={})
             reason = step.filter(copy)[1]
-            assert reason == f"contaminated[{copy.metadata['contaminated_task']}]: {copy.metadata['contaminated_ngram']}"
+            meta = copy.metadata
+            assert reason == f"contaminated[{meta['contaminated_task']}]: {meta['contaminated_ngram']}"
             removed[doc.id] = copy.metadata["contaminated_ngram"]
     return removed
 
@@ -132,9 +133,10 @@ def test_same_documents_and_ngrams_as_datatrove(tmp_path: Path, n: int) -> None:
 
 def test_planted_pages_of_a_warc_are_removed_exactly(tmp_path: Path) -> None:
     """WARC -> the curate stage's reader and extractor -> decontamination: the planted pages, no others."""
+    from datatrove.pipeline.writers import JsonlWriter
+
     from curate.extract import MainTextExtractor
     from curate.warc import RobustWarcReader
-    from datatrove.pipeline.writers import JsonlWriter
 
     data = require()
     rng = random.Random(7)
@@ -148,7 +150,7 @@ def test_planted_pages_of_a_warc_are_removed_exactly(tmp_path: Path) -> None:
             paragraphs.insert(rng.randrange(len(paragraphs) + 1), detokenize(passage))
             planted[f"https://example.org/page{i}"] = passage
         body = "".join(f"<p>{html.escape(p)}</p>" for p in paragraphs)
-        page = f"<html><head><title>Page {i}</title></head><body><article><h1>Page {i}</h1>{body}</article></body></html>"
+        page = f"<html><head><title>Page {i}</title></head><body><article><h1>{i}</h1>{body}</article></body></html>"
         pages.append(Page(url=f"https://example.org/page{i}", body=page.encode()))
     write_pages(pages, tmp_path / "warc" / "pages.warc.gz")
 
