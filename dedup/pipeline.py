@@ -9,6 +9,9 @@ Run directory layout (per dump)::
     deduped/                 <rank>.parquet          stage 4, kept documents + cluster columns
     removed/minhash/         <rank>.parquet          stage 4, the other members of each cluster
     minhash/exact/...        and removed/exact/      the same for the optional exact pass
+    minhash/url/...          and removed/url_dedup/  the optional URL pass (signatures, clusters)
+
+Passes run URL -> exact -> MinHash; each later pass reads only what the earlier ones kept.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dedup.config import DedupConfig
 from dedup.filter import ID_COLUMN, SIZE_COLUMN, DedupFilter
 from dedup.keys import n_bands
 from dedup.signatures import DedupSignatures
+from dedup.urls import UrlClusters
 from dedup.writer import DOCUMENT_GLOB, AtomicParquetWriter
 
 Stage = tuple[str, list[PipelineStep], int]
@@ -53,7 +57,8 @@ class DedupLayout:
         return self.part(*self._base(kind), "clusters")
 
     def removed(self, kind: str) -> str:
-        return self.part("removed", kind)
+        """``removed/<kind>/``; URL dedup writes ``removed/url_dedup/`` (``removed/url/`` is the URL filter's)."""
+        return self.part("removed", "url_dedup" if kind == "url" else kind)
 
     @property
     def deduped(self) -> str:
@@ -88,30 +93,26 @@ def build_dedup_stages(
     config = config or DedupConfig()
     layout = DedupLayout(str(run_dir))
     doc_tasks = max(1, tasks if tasks is not None else count_input_files(input_folder))
+    kinds = [k for k, on in (("url", config.url_dedup), ("exact", config.exact_dedup)) if on]
     stages: list[Stage] = []
-    exact_filters: list[PipelineStep] = []
-    if config.exact_dedup:
-        stages += _key_stages("exact", input_folder, layout, config, doc_tasks, [])
-        exact_filters = [DedupFilter(layout.clusters("exact"), config, "exact", annotate=False)]
-    stages += _key_stages("minhash", input_folder, layout, config, doc_tasks, exact_filters)
-    final_exact = (
-        [
-            DedupFilter(
-                layout.clusters("exact"),
-                config,
-                "exact",
-                exclusion_writer=AtomicParquetWriter(
-                    layout.removed("exact"), schema_from=input_folder, extra_fields=[REASON_FIELD]
-                ),
-                annotate=False,
-            )
-        ]
-        if config.exact_dedup
-        else []
-    )
+    for i, kind in enumerate([*kinds, "minhash"]):
+        prefilters = [DedupFilter(layout.clusters(k), config, k, annotate=False) for k in kinds[:i]]
+        stages += _key_stages(kind, input_folder, layout, config, doc_tasks, prefilters)
+    final_filters: list[PipelineStep] = [
+        DedupFilter(
+            layout.clusters(kind),
+            config,
+            kind,
+            exclusion_writer=AtomicParquetWriter(
+                layout.removed(kind), schema_from=input_folder, extra_fields=[REASON_FIELD]
+            ),
+            annotate=False,
+        )
+        for kind in kinds
+    ]
     filter_steps: list[PipelineStep] = [
         document_reader(input_folder),
-        *final_exact,
+        *final_filters,
         DedupFilter(
             layout.clusters("minhash"),
             config,
@@ -138,12 +139,15 @@ def _key_stages(
 ) -> list[Stage]:
     prefix = "dedup" if kind == "minhash" else f"dedup_{kind}"
     sigs, buckets, clusters = layout.signatures(kind), layout.buckets(kind), layout.clusters(kind)
+    signatures: Stage = (
+        f"{prefix}_signatures",
+        [document_reader(input_folder), *prefilters, DedupSignatures(sigs, config, kind)],
+        doc_tasks,
+    )
+    if kind == "url":  # grouped by URL key in memory: no LSH buckets
+        return [signatures, (f"{prefix}_clusters", [UrlClusters(sigs, sigs, clusters, config, kind)], 1)]
     return [
-        (
-            f"{prefix}_signatures",
-            [document_reader(input_folder), *prefilters, DedupSignatures(sigs, config, kind)],
-            doc_tasks,
-        ),
+        signatures,
         (f"{prefix}_buckets", [DedupBuckets(sigs, buckets, config, kind)], n_bands(config, kind)),
         (f"{prefix}_clusters", [DedupClusters(buckets, sigs, clusters, config, kind)], 1),
     ]

@@ -46,7 +46,7 @@ def run_dedup(
 
 
 def summarize(layout: DedupLayout, config: DedupConfig) -> dict:
-    kinds = ["exact", "minhash"] if config.exact_dedup else ["minhash"]
+    kinds = [k for k, on in (("url", config.url_dedup), ("exact", config.exact_dedup)) if on] + ["minhash"]
     summary: dict = {"deduped": layout.deduped, "removed": {k: layout.removed(k) for k in kinds}}
     for kind in kinds:
         path = Path(layout.clusters(kind), SUMMARY)
@@ -65,7 +65,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True, help="run folder: minhash/, deduped/, removed/, logs/")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--tasks", type=int, default=None, help="document tasks (default: one per input file)")
-    p.add_argument("--exact", action="store_true", help="exact (content hash) dedup first")
+    p.add_argument("--exact", action="store_true", help="exact (content hash) dedup before MinHash")
+    p.add_argument(
+        "--exact-text",
+        choices=("raw", "simplified"),
+        default="raw",
+        help="what --exact hashes: the text as is, or simplify_text of it (case, digits, punctuation ignored)",
+    )
+    p.add_argument("--url-dedup", action="store_true", help="keep one capture per normalised URL, the newest, first")
     p.add_argument("--n-grams", type=int, default=5)
     p.add_argument("--bands", type=int, default=14)
     p.add_argument("--rows", type=int, default=8)
@@ -82,6 +89,8 @@ def main(argv: list[str] | None = None) -> None:
         hash_bits=a.bits,
         seed=a.seed,
         exact_dedup=a.exact,
+        exact_text=a.exact_text,
+        url_dedup=a.url_dedup,
         group_by=a.group_by or None,
         word_split=a.word_split,
         shingle_hash=a.shingle_hash,
@@ -89,8 +98,9 @@ def main(argv: list[str] | None = None) -> None:
     summary = run_dedup(a.input, a.out, config, workers=a.workers, tasks=a.tasks)
     mh = summary["minhash"] or {}
     print(f"documents: {mh.get('documents')}  removed as near-duplicates: {mh.get('removed')}")
-    if summary.get("exact"):
-        print(f"removed as exact duplicates: {summary['exact'].get('removed')}")
+    for kind in ("url", "exact"):
+        if summary.get(kind):
+            print(f"removed as {kind} duplicates: {summary[kind].get('removed')}")
     print(f"kept documents:  {summary['deduped']}")
     for kind, path in summary["removed"].items():
         print(f"removed ({kind}): {path}")
