@@ -71,10 +71,11 @@ class DedupClusters(PipelineStep):
         self.config = config or DedupConfig()
         self.kind = kind
         self.fingerprint = self.config.fingerprint(kind)
+        self.signature_fingerprint = self.fingerprint  # the signature files this stage counts documents in
 
     def _docs_per_rank(self) -> list[int]:
         """Documents read by each signature task (footer count of its band-0 file)."""
-        folder, fp = self.signatures_folder, self.fingerprint
+        folder, fp = self.signatures_folder, self.signature_fingerprint
         first = open_records(folder, signature_path(0, 0), SIG_KIND, fp, SIGNATURE)
         world = first.header.world_size
         counts = [first.extra]

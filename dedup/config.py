@@ -30,6 +30,8 @@ class DedupConfig:
     exact_text: Literal["raw", "simplified"] = "raw"
     # one capture per normalised URL, the newest (datatrove's URL dedup with the date as priority)
     url_dedup: bool = False
+    # index folders (RUN/minhash/index) of earlier dumps: drop documents with a band in any of them
+    dedup_against: tuple[str, ...] = ()
     # "spacy": datatrove's spaCy English word tokens, reproduced exactly by a memoised fast path;
     # "whitespace": simplify_text(...).split(), no spaCy needed.
     word_split: Literal["spacy", "whitespace"] = "spacy"
@@ -58,14 +60,17 @@ class DedupConfig:
     def signature_spec(self) -> dict:
         """The fields that decide band keys: files written under another spec are foreign."""
         spec = asdict(self)
-        for key in ("exact_dedup", "exact_text", "url_dedup", "batch_docs", "sort_buffer_records"):
+        for key in ("exact_dedup", "exact_text", "url_dedup", "dedup_against", "batch_docs", "sort_buffer_records"):
             spec.pop(key)
         spec["format"] = FORMAT_VERSION
         return spec
 
     def fingerprint(self, kind: str) -> int:
         """64-bit id of (kind, signature spec); stored in every file header."""
-        spec = {"kind": kind, **(self.signature_spec() if kind == "minhash" else {"format": FORMAT_VERSION})}
+        minhash_based = kind in ("minhash", "cross_dump")
+        spec = {"kind": kind, **(self.signature_spec() if minhash_based else {"format": FORMAT_VERSION})}
+        if kind == "cross_dump":
+            spec["against"] = list(self.dedup_against)
         if kind in ("exact", "url"):
             spec["group_by"] = self.group_by
         if kind == "exact" and self.exact_text != "raw":  # raw keeps the fingerprint of earlier files

@@ -10,6 +10,8 @@ Run directory layout (per dump)::
     removed/minhash/         <rank>.parquet          stage 4, the other members of each cluster
     minhash/exact/...        and removed/exact/      the same for the optional exact pass
     minhash/url/...          and removed/url_dedup/  the optional URL pass (signatures, clusters)
+    minhash/index/           band_XX.keys, index.json  this dump's index, for later dumps (write_index)
+    minhash/cross_dump/      matches/, clusters/ and removed/cross_dump/  matches against earlier dumps
 
 Passes run URL -> exact -> MinHash; each later pass reads only what the earlier ones kept.
 """
@@ -28,6 +30,7 @@ from dedup.buckets import DedupBuckets
 from dedup.clusters import DedupClusters
 from dedup.config import DedupConfig
 from dedup.filter import ID_COLUMN, SIZE_COLUMN, DedupFilter
+from dedup.index import CrossDumpClusters, CrossDumpMatches, DedupIndex
 from dedup.keys import n_bands
 from dedup.signatures import DedupSignatures
 from dedup.urls import UrlClusters
@@ -61,6 +64,10 @@ class DedupLayout:
         return self.part("removed", "url_dedup" if kind == "url" else kind)
 
     @property
+    def index(self) -> str:
+        return self.part("minhash", "index")
+
+    @property
     def deduped(self) -> str:
         return self.part("deduped")
 
@@ -86,10 +93,12 @@ def build_dedup_stages(
     run_dir: str | Path,
     config: DedupConfig | None = None,
     tasks: int | None = None,
+    write_index: bool = False,
 ) -> list[Stage]:
     """Stages to run in order. ``tasks``: document tasks (default: one per input parquet file,
     which makes the keep rule "first in file order"); pass the curation task count when the
-    pipeline is built before ``curated/`` exists."""
+    pipeline is built before ``curated/`` exists. ``write_index``: persist this dump's MinHash
+    index (``minhash/index/``) for later dumps' ``dedup_against``."""
     config = config or DedupConfig()
     layout = DedupLayout(str(run_dir))
     doc_tasks = max(1, tasks if tasks is not None else count_input_files(input_folder))
@@ -98,6 +107,7 @@ def build_dedup_stages(
     for i, kind in enumerate([*kinds, "minhash"]):
         prefilters = [DedupFilter(layout.clusters(k), config, k, annotate=False) for k in kinds[:i]]
         stages += _key_stages(kind, input_folder, layout, config, doc_tasks, prefilters)
+    stages += _index_stages(input_folder, layout, config, write_index)
     final_filters: list[PipelineStep] = [
         DedupFilter(
             layout.clusters(kind),
@@ -122,10 +132,31 @@ def build_dedup_stages(
                 schema_from=input_folder,
                 extra_fields=[*CLUSTER_FIELDS, REASON_FIELD],
             ),
+            cross_dump_folder=layout.clusters("cross_dump") if config.dedup_against else None,
+            cross_dump_writer=AtomicParquetWriter(
+                layout.removed("cross_dump"), schema_from=input_folder, extra_fields=[REASON_FIELD]
+            )
+            if config.dedup_against
+            else None,
         ),
         AtomicParquetWriter(layout.deduped, schema_from=input_folder, extra_fields=CLUSTER_FIELDS),
     ]
     stages.append(("dedup_filter", filter_steps, doc_tasks))
+    return stages
+
+
+def _index_stages(
+    input_folder: DataFolderLike, layout: DedupLayout, config: DedupConfig, write_index: bool
+) -> list[Stage]:
+    """This dump's index (from its MinHash signatures), and its matches against earlier dumps'."""
+    sigs, bands = layout.signatures("minhash"), config.num_buckets
+    stages: list[Stage] = []
+    if write_index:
+        stages.append(("dedup_index", [DedupIndex(input_folder, sigs, layout.index, config)], bands))
+    if config.dedup_against:
+        matches, clusters = layout.part("minhash", "cross_dump", "matches"), layout.clusters("cross_dump")
+        stages.append(("dedup_cross_dump_matches", [CrossDumpMatches(input_folder, sigs, matches, config)], bands))
+        stages.append(("dedup_cross_dump_clusters", [CrossDumpClusters(matches, sigs, clusters, config)], 1))
     return stages
 
 
