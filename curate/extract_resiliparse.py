@@ -12,7 +12,7 @@ sandbox (per-page time limit), size limit, language pre-check, drop reasons and 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
 from curate.extract import MainTextExtractor
 
@@ -44,25 +44,7 @@ class ResiliparseExtractor(MainTextExtractor):
 
     name = "⛏ Resiliparse (sandboxed)"
 
-    def __init__(
-        self,
-        main_content: bool = True,
-        comments: bool = False,
-        timeout: float = 1.0,
-        max_html_bytes: int = 10_000_000,
-        precheck_languages: Sequence[str] | None = None,
-        precheck_threshold: float = 0.9,
-        lid_model_path: str | None = None,
-        exclusion_writer=None,
-        precheck_writer=None,
-    ):
-        super().__init__(
-            timeout=timeout,
-            max_html_bytes=max_html_bytes,
-            precheck_languages=precheck_languages,
-            precheck_threshold=precheck_threshold,
-            lid_model_path=lid_model_path,
-            exclusion_writer=exclusion_writer,
-            precheck_writer=precheck_writer,
-        )
+    def __init__(self, main_content: bool = True, comments: bool = False, **step_options: Any):
+        """``step_options``: ``MainTextExtractor``'s (timeout, max_html_bytes, precheck_*, writers)."""
+        super().__init__(**step_options)
         self.extract_fn = _ResiliparseExtract(main_content, comments)

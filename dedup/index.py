@@ -75,6 +75,18 @@ def unsalted(keys: np.ndarray, salt: int | None) -> np.ndarray:
     return keys if salt is None else fmix64_inverse(keys) ^ np.uint64(salt)
 
 
+def band_task_done(
+    folder, path: str, kind: bytes, fingerprint: int, dtype: np.dtype, band: int, world_size: int, bands: int
+) -> bool:
+    """Check a one-task-per-band stage's task count; True when its output already validates (skip)."""
+    if world_size != bands:
+        raise ValueError(f"{path}: this stage runs one task per band: {bands} tasks, got {world_size}")
+    if is_valid(folder, path, kind, fingerprint, dtype, rank=band, world_size=bands):
+        logger.info(f"{path} already complete, skipping")
+        return True
+    return False
+
+
 class DedupIndex(PipelineStep):
     """``minhash/index/band_XX.keys`` from this dump's signature files (one task per band)."""
 
@@ -96,12 +108,8 @@ class DedupIndex(PipelineStep):
         self.fingerprint = self.config.fingerprint("minhash")
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
-        bands = self.config.num_buckets
-        if world_size != bands:
-            raise ValueError(f"the index stage needs one task per band: {bands} tasks, got {world_size}")
-        band, path = rank, index_path(rank)
-        if is_valid(self.index_folder, path, INDEX_KIND, self.fingerprint, KEY, rank=band, world_size=bands):
-            logger.info(f"{path} already written, skipping")
+        band, bands, path = rank, self.config.num_buckets, index_path(rank)
+        if band_task_done(self.index_folder, path, INDEX_KIND, self.fingerprint, KEY, band, world_size, bands):
             return
         files = band_signature_files(self.signatures_folder, band, self.fingerprint)
         salt, group = run_group_salt(self.input_folder, self.config.group_by)
@@ -160,12 +168,8 @@ class CrossDumpMatches(PipelineStep):
         self.fingerprint = config.fingerprint("cross_dump")
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
-        bands = self.config.num_buckets
-        if world_size != bands:
-            raise ValueError(f"cross-dump matching needs one task per band: {bands} tasks, got {world_size}")
-        band, path = rank, matches_path(rank)
-        if is_valid(self.output_folder, path, MATCH_KIND, self.fingerprint, NODE, rank=band, world_size=bands):
-            logger.info(f"{path} already complete, skipping")
+        band, bands, path = rank, self.config.num_buckets, matches_path(rank)
+        if band_task_done(self.output_folder, path, MATCH_KIND, self.fingerprint, NODE, band, world_size, bands):
             return
         files = band_signature_files(self.signatures_folder, band, self.config.fingerprint("minhash"))
         salt, _ = run_group_salt(self.input_folder, self.config.group_by)
