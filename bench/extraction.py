@@ -6,7 +6,10 @@ scores), and the hit rates of the ``with`` snippets (must appear) and ``without`
 "ours (recipe)" is what the curate stage keeps as text: the page bytes decoded by our WARC reader
 (UTF-8, then cchardet) and extracted with the recipe's settings (FineWeb's: favour_precision,
 deduplicate). "ours, recall mode" is the same path with ``favour_precision: false`` and
-``deduplicate: false`` in the recipe's ``extraction`` section.
+``deduplicate: false`` in the recipe's ``extraction`` section. "resiliparse" is the DCLM-style
+extractor (``curate.extract_resiliparse``: main content, no comments) on the same decoded page;
+"resiliparse, whole page" turns its main-content heuristic off. ``pages/s`` is pages per CPU
+second of this process for that mode (extraction only, no sandbox), after the set's pages are loaded.
 
     python -m bench.extraction [--sets html_extraction_aeb ...] [--json out.json]
 """
@@ -18,6 +21,7 @@ import argparse
 import json
 import re
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from statistics import mean
@@ -25,6 +29,7 @@ from statistics import mean
 import trafilatura
 
 from curate.extract import trafilatura_extract
+from curate.extract_resiliparse import resiliparse_extract
 from curate.warc import decode_payload
 from pipelines.recipe import load_recipe
 from tests.support import shared_data
@@ -95,19 +100,23 @@ def main() -> None:
             decode_payload(row["html"]) or "", recipe.favour_precision, recipe.deduplicate
         ),
         "ours, recall mode": lambda row: trafilatura_extract(decode_payload(row["html"]) or "", False, False),
+        "resiliparse": lambda row: resiliparse_extract(decode_payload(row["html"]) or ""),
+        "resiliparse, whole page": lambda row: resiliparse_extract(decode_payload(row["html"]) or "", False),
     }
     results: dict[str, dict] = {}
-    print(f"{'set':30} {'mode':20} {'pages':>6} {'word F1':>8} {'with':>6} {'without':>8}")
+    print(f"{'set':30} {'mode':24} {'pages':>6} {'word F1':>8} {'with':>6} {'without':>8} {'pages/s':>8}")
     for set_name in args.sets:
         rows = shared_data.ground_truth(set_name)
         for mode, fn in modes.items():
             reset_dedup_cache()
+            start = time.process_time()
             res = score(fn, rows)
+            res["pages_per_cpu_s"] = round(len(rows) / max(time.process_time() - start, 1e-9), 1)
             results.setdefault(set_name, {})[mode] = res
             fmt = lambda v: "   -  " if v is None else f"{v:6.3f}"  # noqa: E731
             print(
-                f"{set_name:30} {mode:20} {res['pages']:>6} {fmt(res['word_f1']):>8} "
-                f"{fmt(res['with_hit_rate']):>6} {fmt(res['without_clean_rate']):>8}"
+                f"{set_name:30} {mode:24} {res['pages']:>6} {fmt(res['word_f1']):>8} "
+                f"{fmt(res['with_hit_rate']):>6} {fmt(res['without_clean_rate']):>8} {res['pages_per_cpu_s']:>8.1f}"
             )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

@@ -122,3 +122,47 @@ class LanguageIdentifier:
 
     def predict_one(self, text: str) -> Prediction:
         return self.predict([text])[0]
+
+
+class LanguageCodeError(ValueError):
+    """A target language the LID model cannot output; the message is one line that names its code."""
+
+
+def model_labels(model_path: str | os.PathLike | None = None) -> tuple[str, ...]:
+    """The languages a LID model can predict, without the ``__label__`` prefix."""
+    identifier = LanguageIdentifier(model_path)
+    predictor = identifier.predictor
+    labels = predictor.labels if predictor is not None else identifier.model.get_labels()
+    return tuple(normalize_label(label) for label in labels)
+
+
+def _alpha3(code: str) -> str | None:
+    import langcodes  # ISO 639 tables (1, 2/B, 2/T, 3), pure Python
+
+    try:
+        return langcodes.Language.get(code).to_alpha3()
+    except (LookupError, ValueError):
+        return None
+
+
+def check_languages(
+    languages: Sequence[str], model_path: str | os.PathLike | None = None, labels: Sequence[str] | None = None
+) -> None:
+    """Refuse target languages the model never predicts (they would silently drop every document,
+    datatrove issue #388): ``eng`` with ft176 names ``en``, ``en`` with GlotLID names ``eng_Latn``."""
+    labels = tuple(labels) if labels is not None else model_labels(model_path)
+    known = set(labels)
+    model = Path(model_path).name if model_path else "lid.176.ftz"
+    for code in languages:
+        if code in known:
+            continue
+        alpha3 = _alpha3(code)
+        matches = sorted(label for label in labels if alpha3 and _alpha3(label.split("_")[0]) == alpha3)
+        if matches:
+            raise LanguageCodeError(
+                f"language {code!r} is not a label of {model}; its code for this language is "
+                + " or ".join(repr(m) for m in matches)
+            )
+        raise LanguageCodeError(
+            f"language {code!r} is unknown to {model} ({len(labels)} labels, e.g. {', '.join(sorted(labels)[:5])})"
+        )

@@ -207,6 +207,10 @@ class RobustWarcReader(BaseDiskReader):
         kwargs.setdefault("doc_progress", sys.stderr.isatty())  # a tqdm bar per task, on a terminal only
         super().__init__(data_folder, paths_file, default_metadata=default_metadata, **kwargs)
 
+    def records(self, f: IO[bytes], on_error: Any) -> Iterator[Any]:
+        """The file's WARC records (warcio's API); another parser can stand in here (curate/warc_fastwarc.py)."""
+        return iter_warc_records(f, on_error, self.limits)
+
     def read_file(self, filepath: str) -> DocumentsPipeline:
         def on_error(kind: str, offset: int, err: Exception) -> None:
             self.stat_update(*(("records", kind) if kind in RECORD_FATES else (kind,)))
@@ -215,7 +219,7 @@ class RobustWarcReader(BaseDiskReader):
             logger.warning(f"{filepath}: {kind} at byte {offset} ({type(err).__name__}: {err}); resyncing")
 
         with self.data_folder.open(filepath, "rb") as f:
-            for ri, record in enumerate(iter_warc_records(f, on_error, self.limits)):
+            for ri, record in enumerate(self.records(f, on_error)):
                 self.stat_update("records")
                 with self.track_time():
                     try:

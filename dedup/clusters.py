@@ -35,13 +35,14 @@ from dedup.pairs import PAIR
 from dedup.records import Header, RecordWriter, is_valid, open_records
 
 SUMMARY = "summary.json"
+CLUSTER_TABLE = np.dtype([("node", "<u8"), ("size", "<u4"), ("cluster", "<i8"), ("keep", "u1")])
 
 
 def cluster_table(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Per clustered node: node, cluster size, cluster id, keep flag (sorted by node)."""
     nodes, roots = connected_components(a, b)
     reps, cluster, sizes = np.unique(roots, return_inverse=True, return_counts=True)
-    table = np.empty(len(nodes), dtype=[("node", "<u8"), ("size", "<u4"), ("cluster", "<i8"), ("keep", "u1")])
+    table = np.empty(len(nodes), dtype=CLUSTER_TABLE)
     table["node"] = nodes
     table["size"] = sizes[cluster]
     table["cluster"] = cluster
@@ -70,10 +71,11 @@ class DedupClusters(PipelineStep):
         self.config = config or DedupConfig()
         self.kind = kind
         self.fingerprint = self.config.fingerprint(kind)
+        self.signature_fingerprint = self.fingerprint  # the signature files this stage counts documents in
 
     def _docs_per_rank(self) -> list[int]:
         """Documents read by each signature task (footer count of its band-0 file)."""
-        folder, fp = self.signatures_folder, self.fingerprint
+        folder, fp = self.signatures_folder, self.signature_fingerprint
         first = open_records(folder, signature_path(0, 0), SIG_KIND, fp, SIGNATURE)
         world = first.header.world_size
         counts = [first.extra]
@@ -101,18 +103,7 @@ class DedupClusters(PipelineStep):
         ) and self.output_folder.exists(SUMMARY):
             logger.info("clusters already complete, skipping")
             return
-        bands = n_bands(self.config, self.kind)
-        with self.track_time("read_pairs"):
-            parts = [
-                band_pairs(self.pairs_folder, self.signatures_folder, b, bands, self.fingerprint).read_all()
-                for b in range(bands)
-            ]
-            edges = np.concatenate(parts) if parts else np.empty(0, dtype=PAIR)
-            del parts
-        self.stat_update("pairs", value=len(edges))
-        with self.track_time("union_find"):
-            table = cluster_table(edges["a"], edges["b"])
-        del edges
+        table = self.clustered_nodes()
         ranks = node_rank(table["node"])
         bounds = np.searchsorted(ranks, np.arange(world + 1))
         for r in range(world):
@@ -126,6 +117,20 @@ class DedupClusters(PipelineStep):
                 writer.write(records)
                 writer.commit(extra=docs_per_rank[r])
         self._write_summary(table, docs_per_rank)
+
+    def clustered_nodes(self) -> np.ndarray:
+        """The ``cluster_table`` of every document in a cluster: union-find over all bands' pairs."""
+        bands = n_bands(self.config, self.kind)
+        with self.track_time("read_pairs"):
+            parts = [
+                band_pairs(self.pairs_folder, self.signatures_folder, b, bands, self.fingerprint).read_all()
+                for b in range(bands)
+            ]
+            edges = np.concatenate(parts) if parts else np.empty(0, dtype=PAIR)
+            del parts
+        self.stat_update("pairs", value=len(edges))
+        with self.track_time("union_find"):
+            return cluster_table(edges["a"], edges["b"])
 
     def _write_summary(self, table: np.ndarray, docs_per_rank: list[int]) -> None:
         keep = table["keep"].astype(bool)

@@ -14,7 +14,7 @@ FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
 class DedupConfig:
-    """MinHash-LSH parameters (FineWeb defaults) plus the exact-dedup switch.
+    """MinHash-LSH parameters (FineWeb defaults) plus the URL and exact passes that may precede it.
 
     A pair of documents with shingle Jaccard ``s`` becomes a candidate with probability
     ``1 - (1 - s**hashes_per_bucket) ** num_buckets`` (0.92 at s = 0.8 with 14 x 8).
@@ -26,6 +26,12 @@ class DedupConfig:
     hash_bits: Literal[32, 64] = 64
     seed: int = 1
     exact_dedup: bool = False
+    # "raw": byte-identical texts; "simplified": equal after simplify_text (case, digits, punctuation)
+    exact_text: Literal["raw", "simplified"] = "raw"
+    # one capture per normalised URL, the newest (datatrove's URL dedup with the date as priority)
+    url_dedup: bool = False
+    # index folders (RUN/minhash/index) of earlier dumps: drop documents with a band in any of them
+    dedup_against: tuple[str, ...] = ()
     # "spacy": datatrove's spaCy English word tokens, reproduced exactly by a memoised fast path;
     # "whitespace": simplify_text(...).split(), no spaCy needed.
     word_split: Literal["spacy", "whitespace"] = "spacy"
@@ -44,6 +50,8 @@ class DedupConfig:
             raise ValueError(f"n_grams, num_buckets and hashes_per_bucket must be >= 1: {self}")
         if self.hash_bits not in (32, 64):
             raise ValueError(f"hash_bits must be 32 or 64, got {self.hash_bits}")
+        if self.exact_text not in ("raw", "simplified"):
+            raise ValueError(f"exact_text must be 'raw' or 'simplified', got {self.exact_text!r}")
 
     @property
     def num_hashes(self) -> int:
@@ -52,14 +60,19 @@ class DedupConfig:
     def signature_spec(self) -> dict:
         """The fields that decide band keys: files written under another spec are foreign."""
         spec = asdict(self)
-        for key in ("exact_dedup", "batch_docs", "sort_buffer_records"):
+        for key in ("exact_dedup", "exact_text", "url_dedup", "dedup_against", "batch_docs", "sort_buffer_records"):
             spec.pop(key)
         spec["format"] = FORMAT_VERSION
         return spec
 
     def fingerprint(self, kind: str) -> int:
         """64-bit id of (kind, signature spec); stored in every file header."""
-        spec = {"kind": kind, **(self.signature_spec() if kind == "minhash" else {"format": FORMAT_VERSION})}
-        if kind == "exact":
+        minhash_based = kind in ("minhash", "cross_dump")
+        spec = {"kind": kind, **(self.signature_spec() if minhash_based else {"format": FORMAT_VERSION})}
+        if kind == "cross_dump":
+            spec["against"] = list(self.dedup_against)
+        if kind in ("exact", "url"):
             spec["group_by"] = self.group_by
+        if kind == "exact" and self.exact_text != "raw":  # raw keeps the fingerprint of earlier files
+            spec["exact_text"] = self.exact_text
         return xxhash.xxh64_intdigest(json.dumps(spec, sort_keys=True))

@@ -37,6 +37,8 @@ class DedupFilter(PipelineStep):
         kind: str = "minhash",
         exclusion_writer: DiskWriter | None = None,
         annotate: bool = True,
+        cross_dump_folder: DataFolderLike | None = None,
+        cross_dump_writer: DiskWriter | None = None,
     ):
         self.name = kind  # the step id (removed/<kind>/, stats); before super().__init__, which names the stats
         super().__init__()
@@ -46,6 +48,19 @@ class DedupFilter(PipelineStep):
         self.fingerprint = self.config.fingerprint(kind)
         self.exclusion_writer = exclusion_writer
         self.annotate = annotate
+        # cross-dump matches are positions in this pass's stream (they come from its signatures), so
+        # this filter drops them too, before its own keep rule: reason ``cross_dump_duplicate``
+        self.cross_dump_folder = get_datafolder(cross_dump_folder) if cross_dump_folder else None
+        self.cross_dump_writer = cross_dump_writer
+
+    def _cross_dump_drops(self, rank: int, world_size: int, documents: int) -> set[int]:
+        if self.cross_dump_folder is None:
+            return set()
+        fp = self.config.fingerprint("cross_dump")
+        found = open_records(self.cross_dump_folder, clusters_path(rank), CLUSTER_KIND, fp, CLUSTER, rank, world_size)
+        if found.extra != documents:
+            raise CorruptFileError(f"{found.where}: made for {found.extra} documents, the signatures hold {documents}")
+        return set(found.read_all()["doc"].tolist())
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         clusters = open_records(
@@ -61,10 +76,20 @@ class DedupFilter(PipelineStep):
         docs, sizes, ids, keep = (table[f].tolist() for f in ("doc", "size", "cluster", "keep"))
         j, n = 0, len(docs)
         seen = 0
+        cross_dump = self._cross_dump_drops(rank, world_size, clusters.extra)
         writer = self.exclusion_writer if self.exclusion_writer is not None else contextlib.nullcontext()
-        with writer as excluded:
+        other = self.cross_dump_writer if self.cross_dump_writer is not None else contextlib.nullcontext()
+        with writer as excluded, other as cross_excluded:
             for idx, doc in enumerate(data):
                 seen = idx + 1
+                if idx in cross_dump:
+                    while j < n and docs[j] <= idx:
+                        j += 1
+                    self.stat_update(StatHints.total, StatHints.dropped, "dropped_cross_dump_duplicate")
+                    if cross_excluded is not None:
+                        doc.metadata["filter_reason"] = "cross_dump_duplicate"
+                        cross_excluded.write(doc, rank)
+                    continue
                 if j < n and docs[j] == idx:
                     size, cid, kept = sizes[j], ids[j], bool(keep[j])
                     j += 1

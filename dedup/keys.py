@@ -1,4 +1,4 @@
-"""Bucket keys per document: LSH band keys for MinHash, a content hash for exact dedup.
+"""Bucket keys per document: LSH band keys for MinHash, a content hash for exact dedup, a URL key.
 
 A keyer turns a batch of documents into ``(keys, positions)``: ``keys`` is (m, n_bands) uint64 for
 the m documents of the batch that get keys, ``positions`` their indices in the batch. Documents
@@ -16,7 +16,8 @@ from datatrove.data import Document
 from dedup.config import DedupConfig
 from dedup.minhash import MinHasher, band_keys, fmix64
 from dedup.shingles import batch_shingles
-from dedup.text import make_splitter
+from dedup.text import make_splitter, normalized_words
+from dedup.urlnorm import URL_BANDS, capture_time, normalize_url
 
 
 def group_salts(docs: Sequence[Document], group_by: str | None) -> np.ndarray | None:
@@ -58,7 +59,9 @@ class MinhashKeyer:
 
 
 class ExactKeyer:
-    """xxh3-64 of the raw text: a cheap first pass that removes byte-identical documents."""
+    """xxh3-64 of the text: a cheap first pass that removes identical documents. ``exact_text``:
+    "raw" (byte-identical) or "simplified" (equal after ``simplify_text``: case, digits,
+    punctuation and spacing differences are ignored, as MinHash's shingles ignore them)."""
 
     kind = "exact"
     n_bands = 1
@@ -66,21 +69,53 @@ class ExactKeyer:
     def __init__(self, config: DedupConfig) -> None:
         self.config = config
 
+    def _text(self, text: str) -> str | bytes:
+        if self.config.exact_text == "raw":
+            return text
+        words = normalized_words(text)
+        return b" ".join(words) if words and isinstance(words[0], bytes) else " ".join(words)
+
     def __call__(self, docs: Sequence[Document]) -> tuple[np.ndarray, np.ndarray]:
-        h = np.fromiter((xxhash.xxh3_64_intdigest(d.text) for d in docs), dtype=np.uint64, count=len(docs))
+        h = np.fromiter((xxhash.xxh3_64_intdigest(self._text(d.text)) for d in docs), dtype=np.uint64, count=len(docs))
         salts = group_salts(docs, self.config.group_by)
         if salts is not None:
             h = h ^ salts
         return fmix64(h)[:, None], np.arange(len(docs))
 
 
-def make_keyer(config: DedupConfig, kind: str) -> MinhashKeyer | ExactKeyer:
-    if kind == "minhash":
-        return MinhashKeyer(config)
-    if kind == "exact":
-        return ExactKeyer(config)
-    raise ValueError(f"unknown dedup kind {kind!r}")
+class UrlKeyer:
+    """(URL key, capture time) per document; a document without a URL gets no key (never a duplicate)."""
+
+    kind = "url"
+    n_bands = URL_BANDS
+
+    def __init__(self, config: DedupConfig) -> None:
+        self.config = config
+
+    def __call__(self, docs: Sequence[Document]) -> tuple[np.ndarray, np.ndarray]:
+        positions = np.array([i for i, d in enumerate(docs) if d.metadata.get("url")], dtype=np.int64)
+        chosen = [docs[i] for i in positions]
+        keys = np.empty((len(chosen), URL_BANDS), dtype=np.uint64)
+        keys[:, 0] = np.fromiter(
+            (xxhash.xxh3_64_intdigest(normalize_url(str(d.metadata["url"]))) for d in chosen),
+            dtype=np.uint64,
+            count=len(chosen),
+        )
+        salts = group_salts(chosen, self.config.group_by)
+        if salts is not None:
+            keys[:, 0] = fmix64(keys[:, 0] ^ salts)
+        keys[:, 1] = np.fromiter((capture_time(d.metadata.get("date")) for d in chosen), np.uint64, len(chosen))
+        return keys, positions
+
+
+KEYERS = {"minhash": MinhashKeyer, "exact": ExactKeyer, "url": UrlKeyer}
+
+
+def make_keyer(config: DedupConfig, kind: str) -> MinhashKeyer | ExactKeyer | UrlKeyer:
+    if kind not in KEYERS:
+        raise ValueError(f"unknown dedup kind {kind!r}")
+    return KEYERS[kind](config)
 
 
 def n_bands(config: DedupConfig, kind: str) -> int:
-    return config.num_buckets if kind == "minhash" else 1
+    return config.num_buckets if kind == "minhash" else KEYERS[kind].n_bands

@@ -89,6 +89,20 @@ def fmix64(h: np.ndarray) -> np.ndarray:
     return h
 
 
+_FMIX_INV_1 = np.uint64(pow(0xFF51AFD7ED558CCD, -1, 1 << 64))
+_FMIX_INV_2 = np.uint64(pow(0xC4CEB9FE1A85EC53, -1, 1 << 64))
+
+
+def fmix64_inverse(h: np.ndarray) -> np.ndarray:
+    """``fmix64``'s inverse (an xor-shift by 33 undoes itself on 64 bits; the products by modular inverses)."""
+    h = h ^ (h >> np.uint64(33))
+    h *= _FMIX_INV_2
+    h ^= h >> np.uint64(33)
+    h *= _FMIX_INV_1
+    h ^= h >> np.uint64(33)
+    return h
+
+
 def band_keys(
     signatures: np.ndarray,
     num_buckets: int,

@@ -9,6 +9,11 @@ Run directory layout (per dump)::
     deduped/                 <rank>.parquet          stage 4, kept documents + cluster columns
     removed/minhash/         <rank>.parquet          stage 4, the other members of each cluster
     minhash/exact/...        and removed/exact/      the same for the optional exact pass
+    minhash/url/...          and removed/url_dedup/  the optional URL pass (signatures, clusters)
+    minhash/index/           band_XX.keys, index.json  this dump's index, for later dumps (write_index)
+    minhash/cross_dump/      matches/, clusters/ and removed/cross_dump/  matches against earlier dumps
+
+Passes run URL -> exact -> MinHash; each later pass reads only what the earlier ones kept.
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ from dedup.buckets import DedupBuckets
 from dedup.clusters import DedupClusters
 from dedup.config import DedupConfig
 from dedup.filter import ID_COLUMN, SIZE_COLUMN, DedupFilter
+from dedup.index import CrossDumpClusters, CrossDumpMatches, DedupIndex
 from dedup.keys import n_bands
 from dedup.signatures import DedupSignatures
+from dedup.urls import UrlClusters
 
 Stage = tuple[str, list[PipelineStep], int]
 CLUSTER_FIELDS = [pa.field(SIZE_COLUMN, pa.int64()), pa.field(ID_COLUMN, pa.int64())]
@@ -53,7 +60,12 @@ class DedupLayout:
         return self.part(*self._base(kind), "clusters")
 
     def removed(self, kind: str) -> str:
-        return self.part("removed", kind)
+        """``removed/<kind>/``; URL dedup writes ``removed/url_dedup/`` (``removed/url/`` is the URL filter's)."""
+        return self.part("removed", "url_dedup" if kind == "url" else kind)
+
+    @property
+    def index(self) -> str:
+        return self.part("minhash", "index")
 
     @property
     def deduped(self) -> str:
@@ -81,37 +93,36 @@ def build_dedup_stages(
     run_dir: str | Path,
     config: DedupConfig | None = None,
     tasks: int | None = None,
+    write_index: bool = False,
 ) -> list[Stage]:
     """Stages to run in order. ``tasks``: document tasks (default: one per input parquet file,
     which makes the keep rule "first in file order"); pass the curation task count when the
-    pipeline is built before ``curated/`` exists."""
+    pipeline is built before ``curated/`` exists. ``write_index``: persist this dump's MinHash
+    index (``minhash/index/``) for later dumps' ``dedup_against``."""
     config = config or DedupConfig()
     layout = DedupLayout(str(run_dir))
     doc_tasks = max(1, tasks if tasks is not None else count_input_files(input_folder))
+    kinds = [k for k, on in (("url", config.url_dedup), ("exact", config.exact_dedup)) if on]
     stages: list[Stage] = []
-    exact_filters: list[PipelineStep] = []
-    if config.exact_dedup:
-        stages += _key_stages("exact", input_folder, layout, config, doc_tasks, [])
-        exact_filters = [DedupFilter(layout.clusters("exact"), config, "exact", annotate=False)]
-    stages += _key_stages("minhash", input_folder, layout, config, doc_tasks, exact_filters)
-    final_exact = (
-        [
-            DedupFilter(
-                layout.clusters("exact"),
-                config,
-                "exact",
-                exclusion_writer=DocumentWriter(
-                    layout.removed("exact"), schema_from=input_folder, extra_fields=[REASON_FIELD]
-                ),
-                annotate=False,
-            )
-        ]
-        if config.exact_dedup
-        else []
-    )
+    for i, kind in enumerate([*kinds, "minhash"]):
+        prefilters = [DedupFilter(layout.clusters(k), config, k, annotate=False) for k in kinds[:i]]
+        stages += _key_stages(kind, input_folder, layout, config, doc_tasks, prefilters)
+    stages += _index_stages(input_folder, layout, config, write_index)
+    final_filters: list[PipelineStep] = [
+        DedupFilter(
+            layout.clusters(kind),
+            config,
+            kind,
+            exclusion_writer=DocumentWriter(
+                layout.removed(kind), schema_from=input_folder, extra_fields=[REASON_FIELD]
+            ),
+            annotate=False,
+        )
+        for kind in kinds
+    ]
     filter_steps: list[PipelineStep] = [
         document_reader(input_folder),
-        *final_exact,
+        *final_filters,
         DedupFilter(
             layout.clusters("minhash"),
             config,
@@ -121,10 +132,31 @@ def build_dedup_stages(
                 schema_from=input_folder,
                 extra_fields=[*CLUSTER_FIELDS, REASON_FIELD],
             ),
+            cross_dump_folder=layout.clusters("cross_dump") if config.dedup_against else None,
+            cross_dump_writer=DocumentWriter(
+                layout.removed("cross_dump"), schema_from=input_folder, extra_fields=[REASON_FIELD]
+            )
+            if config.dedup_against
+            else None,
         ),
         DocumentWriter(layout.deduped, schema_from=input_folder, extra_fields=CLUSTER_FIELDS),
     ]
     stages.append(("dedup_filter", filter_steps, doc_tasks))
+    return stages
+
+
+def _index_stages(
+    input_folder: DataFolderLike, layout: DedupLayout, config: DedupConfig, write_index: bool
+) -> list[Stage]:
+    """This dump's index (from its MinHash signatures), and its matches against earlier dumps'."""
+    sigs, bands = layout.signatures("minhash"), config.num_buckets
+    stages: list[Stage] = []
+    if write_index:
+        stages.append(("dedup_index", [DedupIndex(input_folder, sigs, layout.index, config)], bands))
+    if config.dedup_against:
+        matches, clusters = layout.part("minhash", "cross_dump", "matches"), layout.clusters("cross_dump")
+        stages.append(("dedup_cross_dump_matches", [CrossDumpMatches(input_folder, sigs, matches, config)], bands))
+        stages.append(("dedup_cross_dump_clusters", [CrossDumpClusters(matches, sigs, clusters, config)], 1))
     return stages
 
 
@@ -138,12 +170,15 @@ def _key_stages(
 ) -> list[Stage]:
     prefix = "dedup" if kind == "minhash" else f"dedup_{kind}"
     sigs, buckets, clusters = layout.signatures(kind), layout.buckets(kind), layout.clusters(kind)
+    signatures: Stage = (
+        f"{prefix}_signatures",
+        [document_reader(input_folder), *prefilters, DedupSignatures(sigs, config, kind)],
+        doc_tasks,
+    )
+    if kind == "url":  # grouped by URL key in memory: no LSH buckets
+        return [signatures, (f"{prefix}_clusters", [UrlClusters(sigs, sigs, clusters, config, kind)], 1)]
     return [
-        (
-            f"{prefix}_signatures",
-            [document_reader(input_folder), *prefilters, DedupSignatures(sigs, config, kind)],
-            doc_tasks,
-        ),
+        signatures,
         (f"{prefix}_buckets", [DedupBuckets(sigs, buckets, config, kind)], n_bands(config, kind)),
         (f"{prefix}_clusters", [DedupClusters(buckets, sigs, clusters, config, kind)], 1),
     ]

@@ -16,22 +16,34 @@ from datatrove.executor import LocalPipelineExecutor
 
 from dedup.clusters import SUMMARY
 from dedup.config import DedupConfig
+from dedup.index import check_index
 from dedup.pipeline import DedupLayout, build_dedup_stages, count_input_files
+from dedup.records import CorruptFileError
 from dedup.text import spacy_english
 
 
 def run_dedup(
-    input_folder: str, out: str, config: DedupConfig | None = None, workers: int = 2, tasks: int | None = None
+    input_folder: str,
+    out: str,
+    config: DedupConfig | None = None,
+    workers: int = 2,
+    tasks: int | None = None,
+    write_index: bool = False,
 ) -> dict:
     """Run every stage; returns the summary (kept/removed counts and where things are)."""
     config = config or DedupConfig()
     layout = DedupLayout(out)
     if tasks is None and not count_input_files(input_folder):
         raise SystemExit(f"no parquet files under {input_folder}")
+    for index in config.dedup_against:
+        try:
+            check_index(index, config)
+        except CorruptFileError as err:
+            raise SystemExit(f"--dedup-against: {err}") from None
     if config.word_split == "spacy":
         spacy_english()  # import spaCy once here; forked workers inherit it instead of re-importing
     seconds: dict[str, float] = {}
-    for name, steps, n_tasks in build_dedup_stages(input_folder, out, config, tasks=tasks):
+    for name, steps, n_tasks in build_dedup_stages(input_folder, out, config, tasks=tasks, write_index=write_index):
         start = time.perf_counter()
         executor = LocalPipelineExecutor(
             pipeline=steps,
@@ -46,7 +58,8 @@ def run_dedup(
 
 
 def summarize(layout: DedupLayout, config: DedupConfig) -> dict:
-    kinds = ["exact", "minhash"] if config.exact_dedup else ["minhash"]
+    passes = (("url", config.url_dedup), ("exact", config.exact_dedup), ("cross_dump", bool(config.dedup_against)))
+    kinds = [k for k, on in passes if on] + ["minhash"]
     summary: dict = {"deduped": layout.deduped, "removed": {k: layout.removed(k) for k in kinds}}
     for kind in kinds:
         path = Path(layout.clusters(kind), SUMMARY)
@@ -65,7 +78,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True, help="run folder: minhash/, deduped/, removed/, logs/")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--tasks", type=int, default=None, help="document tasks (default: one per input file)")
-    p.add_argument("--exact", action="store_true", help="exact (content hash) dedup first")
+    p.add_argument("--exact", action="store_true", help="exact (content hash) dedup before MinHash")
+    p.add_argument(
+        "--exact-text",
+        choices=("raw", "simplified"),
+        default="raw",
+        help="what --exact hashes: the text as is, or simplify_text of it (case, digits, punctuation ignored)",
+    )
+    p.add_argument("--url-dedup", action="store_true", help="keep one capture per normalised URL, the newest, first")
+    p.add_argument("--write-index", action="store_true", help="persist this dump's MinHash index (minhash/index/)")
+    p.add_argument(
+        "--dedup-against",
+        nargs="+",
+        default=[],
+        metavar="RUN_DIR",
+        help="earlier dumps' run folders (with --write-index): drop documents that have a near-duplicate there",
+    )
     p.add_argument("--n-grams", type=int, default=5)
     p.add_argument("--bands", type=int, default=14)
     p.add_argument("--rows", type=int, default=8)
@@ -82,15 +110,19 @@ def main(argv: list[str] | None = None) -> None:
         hash_bits=a.bits,
         seed=a.seed,
         exact_dedup=a.exact,
+        exact_text=a.exact_text,
+        url_dedup=a.url_dedup,
+        dedup_against=tuple(str(Path(r, "minhash", "index").resolve()) for r in a.dedup_against),
         group_by=a.group_by or None,
         word_split=a.word_split,
         shingle_hash=a.shingle_hash,
     )
-    summary = run_dedup(a.input, a.out, config, workers=a.workers, tasks=a.tasks)
+    summary = run_dedup(a.input, a.out, config, workers=a.workers, tasks=a.tasks, write_index=a.write_index)
     mh = summary["minhash"] or {}
     print(f"documents: {mh.get('documents')}  removed as near-duplicates: {mh.get('removed')}")
-    if summary.get("exact"):
-        print(f"removed as exact duplicates: {summary['exact'].get('removed')}")
+    for kind in ("url", "exact", "cross_dump"):
+        if summary.get(kind):
+            print(f"removed as {kind} duplicates: {summary[kind].get('removed')}")
     print(f"kept documents:  {summary['deduped']}")
     for kind, path in summary["removed"].items():
         print(f"removed ({kind}): {path}")

@@ -1,0 +1,216 @@
+"""Cross-dump dedup: a persisted MinHash index per dump, and matching a new dump against earlier ones.
+
+Why: FineWeb dedups each dump on its own (global dedup hurt), but a user adding a new dump to a
+corpus built from earlier ones wants the new dump's copies of old pages gone (datatrove issues
+#110, #370, #376). The index is made from the band keys the signature stage already wrote, so an
+earlier dump's signatures are never recomputed, and is written once per dump:
+
+    minhash/index/band_XX.keys   sorted distinct band keys of every document, without the dump salt
+    minhash/index/index.json     the dump, document count and config fingerprint
+
+Band keys carry the dump's salt (``fmix64(key ^ salt)``, so dumps never match inside one run);
+``fmix64`` is a bijection, so the index stores ``fmix64^-1(key) ^ salt``, the key every dump
+shares. Matching a new dump (``CrossDumpMatches``, one task per band) removes the salt of its own
+keys the same way and looks them up; a document with any band in an earlier index is a candidate,
+exactly as two documents sharing a band are inside a dump (no Jaccard check, as in FineWeb's LSH).
+``CrossDumpClusters`` turns the matches into cluster files the dedup filter reads.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import xxhash
+from datatrove.data import DocumentsPipeline
+from datatrove.io import DataFolderLike, get_datafolder
+from datatrove.pipeline.base import PipelineStep
+from datatrove.utils.logging import logger
+
+from common.documents import DOCUMENT_GLOB
+from dedup.buckets import band_signature_files
+from dedup.clusters import CLUSTER_TABLE, DedupClusters
+from dedup.config import DedupConfig
+from dedup.formats import node_ids
+from dedup.minhash import fmix64_inverse
+from dedup.records import CorruptFileError, Header, RecordWriter, is_valid, open_records
+
+INDEX_KIND = b"INDX"
+MATCH_KIND = b"XMAT"
+KEY = np.dtype([("key", "<u8")])
+NODE = np.dtype([("node", "<u8")])
+INDEX_META = "index.json"
+
+
+def index_path(band: int) -> str:
+    return f"band_{band:02d}.keys"
+
+
+def matches_path(band: int) -> str:
+    return f"band_{band:02d}.matches"
+
+
+def run_group_salt(input_folder: DataFolderLike, group_by: str | None) -> tuple[int | None, str | None]:
+    """(salt, group value) of a run's documents: one group (dump) per run, or no grouping (None, None)."""
+    if group_by is None:
+        return None, None
+    folder = get_datafolder(input_folder)
+    values: set = set()
+    for name in folder.list_files(glob_pattern=DOCUMENT_GLOB):
+        with folder.open(name, "rb") as f:
+            table = pq.read_table(f, columns=[group_by]) if group_by in pq.read_schema(f).names else None
+        values |= set(pc.unique(table[group_by]).to_pylist()) if table is not None else {None}
+    if len(values) > 1:
+        shown = ", ".join(sorted(map(str, values))[:3])
+        raise ValueError(f"{folder.path}: cross-dump dedup needs one {group_by} per run, found {len(values)}: {shown}")
+    value = next(iter(values), None)
+    return (0 if value is None else xxhash.xxh64_intdigest(str(value))), value
+
+
+def unsalted(keys: np.ndarray, salt: int | None) -> np.ndarray:
+    """Band keys as every dump computes them (the salt ``band_keys`` mixed in, taken out)."""
+    return keys if salt is None else fmix64_inverse(keys) ^ np.uint64(salt)
+
+
+def band_task_done(
+    folder, path: str, kind: bytes, fingerprint: int, dtype: np.dtype, band: int, world_size: int, bands: int
+) -> bool:
+    """Check a one-task-per-band stage's task count; True when its output already validates (skip)."""
+    if world_size != bands:
+        raise ValueError(f"{path}: this stage runs one task per band: {bands} tasks, got {world_size}")
+    if is_valid(folder, path, kind, fingerprint, dtype, rank=band, world_size=bands):
+        logger.info(f"{path} already complete, skipping")
+        return True
+    return False
+
+
+class DedupIndex(PipelineStep):
+    """``minhash/index/band_XX.keys`` from this dump's signature files (one task per band)."""
+
+    type = "🫂 - DEDUP"
+    name = "🎯 dump index"
+
+    def __init__(
+        self,
+        input_folder: DataFolderLike,
+        signatures_folder: DataFolderLike,
+        index_folder: DataFolderLike,
+        config: DedupConfig | None = None,
+    ) -> None:
+        super().__init__()
+        self.input_folder = input_folder
+        self.signatures_folder = get_datafolder(signatures_folder)
+        self.index_folder = get_datafolder(index_folder)
+        self.config = config or DedupConfig()
+        self.fingerprint = self.config.fingerprint("minhash")
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
+        band, bands, path = rank, self.config.num_buckets, index_path(rank)
+        if band_task_done(self.index_folder, path, INDEX_KIND, self.fingerprint, KEY, band, world_size, bands):
+            return
+        files = band_signature_files(self.signatures_folder, band, self.fingerprint)
+        salt, group = run_group_salt(self.input_folder, self.config.group_by)
+        with self.track_time("keys"):
+            parts = [f.read_all()["key"] for f in files]
+            keys = np.unique(unsalted(np.concatenate(parts), salt)) if parts else np.empty(0, np.uint64)
+        documents = sum(f.extra for f in files)
+        records = np.empty(len(keys), dtype=KEY)
+        records["key"] = keys
+        with RecordWriter(
+            self.index_folder, path, Header(INDEX_KIND, self.fingerprint, band, bands, KEY.itemsize)
+        ) as w:
+            w.write(records)
+            w.commit(extra=documents)
+        self.stat_update("keys", value=len(keys))
+        if band == 0:
+            meta = {"group_by": self.config.group_by, "group": group, "documents": documents, "bands": bands}
+            meta["fingerprint"] = f"{self.fingerprint:#x}"
+            with self.index_folder.open(INDEX_META + ".tmp", "wt") as f:
+                json.dump(meta, f, indent=2)
+            self.index_folder.mv(INDEX_META + ".tmp", INDEX_META)
+
+
+def check_index(index_folder: str | Path, config: DedupConfig) -> dict:
+    """An earlier dump's index, checked to be complete and made with this config; one-line errors."""
+    folder = get_datafolder(str(index_folder))
+    fp = config.fingerprint("minhash")
+    if not folder.exists(INDEX_META):
+        raise CorruptFileError(f"{folder.path}: no dedup index (run dedup on that dump with --write-index)")
+    for band in range(config.num_buckets):
+        open_records(folder, index_path(band), INDEX_KIND, fp, KEY, rank=band, world_size=config.num_buckets)
+    with folder.open(INDEX_META, "rt") as f:
+        return json.load(f)
+
+
+class CrossDumpMatches(PipelineStep):
+    """Per band: this dump's documents whose key is in an earlier dump's index -> ``band_XX.matches``."""
+
+    type = "🫂 - DEDUP"
+    name = "🎯 cross-dump matches"
+
+    def __init__(
+        self,
+        input_folder: DataFolderLike,
+        signatures_folder: DataFolderLike,
+        output_folder: DataFolderLike,
+        config: DedupConfig,
+    ) -> None:
+        super().__init__()
+        if not config.dedup_against:
+            raise ValueError("cross-dump matching needs at least one earlier index (dedup_against)")
+        self.input_folder = input_folder
+        self.signatures_folder = get_datafolder(signatures_folder)
+        self.output_folder = get_datafolder(output_folder)
+        self.config = config
+        self.fingerprint = config.fingerprint("cross_dump")
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
+        band, bands, path = rank, self.config.num_buckets, matches_path(rank)
+        if band_task_done(self.output_folder, path, MATCH_KIND, self.fingerprint, NODE, band, world_size, bands):
+            return
+        files = band_signature_files(self.signatures_folder, band, self.config.fingerprint("minhash"))
+        salt, _ = run_group_salt(self.input_folder, self.config.group_by)
+        earlier = []
+        for index in self.config.dedup_against:
+            folder = get_datafolder(index)
+            fp = self.config.fingerprint("minhash")
+            keys = open_records(folder, index_path(band), INDEX_KIND, fp, KEY, rank=band, world_size=bands)
+            earlier.append(keys.read_all()["key"])  # reading the index, never the earlier dump's documents
+            self.stat_update("index_keys", value=len(earlier[-1]))
+        header = Header(MATCH_KIND, self.fingerprint, band, bands, NODE.itemsize)
+        with RecordWriter(self.output_folder, path, header) as writer, self.track_time("lookup"):
+            for f in files:
+                sig = f.read_all()
+                keys = unsalted(sig["key"], salt)
+                hit = np.zeros(len(keys), dtype=bool)
+                for index_keys in earlier:
+                    hit |= np.isin(keys, index_keys)
+                records = np.empty(int(hit.sum()), dtype=NODE)
+                records["node"] = node_ids(f.header.rank, sig["doc"][hit])
+                writer.write(records)
+                self.stat_update("matches", value=len(records))
+            writer.commit(extra=len(earlier))
+
+
+class CrossDumpClusters(DedupClusters):
+    """Every matched document, as a removed one-document "cluster" per rank (``keep = 0``)."""
+
+    name = "🎯 cross-dump clusters"
+
+    def __init__(self, matches_folder: DataFolderLike, signatures_folder: DataFolderLike, output_folder, config):
+        super().__init__(matches_folder, signatures_folder, output_folder, config, kind="cross_dump")
+        self.signature_fingerprint = config.fingerprint("minhash")
+
+    def clustered_nodes(self) -> np.ndarray:
+        bands = self.config.num_buckets
+        parts = [
+            open_records(self.pairs_folder, matches_path(b), MATCH_KIND, self.fingerprint, NODE, b, bands).read_all()
+            for b in range(bands)
+        ]
+        nodes = np.unique(np.concatenate([p["node"] for p in parts])) if parts else np.empty(0, np.uint64)
+        table = np.empty(len(nodes), dtype=CLUSTER_TABLE)
+        table["node"], table["size"], table["cluster"], table["keep"] = nodes, 1, -1, 0
+        return table
