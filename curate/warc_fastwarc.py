@@ -49,8 +49,9 @@ class _Payload:
     def __init__(self, record: Any) -> None:
         self._record = record
 
-    def read(self) -> bytes:
-        return self._record.reader.read()
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes (all when negative): the reader stops at its cap (``warc.read_body``)."""
+        return self._record.reader.read(size)
 
 
 class FastWarcRecord:
