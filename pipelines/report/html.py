@@ -41,17 +41,14 @@ def _n(value: int | float | None) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"
 
 
+def _cell(tag: str, content: str, numeric: bool) -> str:
+    return f'<{tag} class="n">{content}</{tag}>' if numeric else f"<{tag}>{content}</{tag}>"
+
+
 def _table(head: list[str], rows: list[list[str]], table_id: str = "", numeric: set[int] | None = None) -> str:
     numeric = numeric or set()
-    th = "".join(
-        f'<th class="n">{escape(h)}</th>' if i in numeric else f"<th>{escape(h)}</th>" for i, h in enumerate(head)
-    )
-    body = "".join(
-        "<tr>"
-        + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(r))
-        + "</tr>"
-        for r in rows
-    )
+    th = "".join(_cell("th", escape(h), i in numeric) for i, h in enumerate(head))
+    body = "".join("<tr>" + "".join(_cell("td", c, i in numeric) for i, c in enumerate(r)) + "</tr>" for r in rows)
     ident = f' id="{table_id}"' if table_id else ""
     return f"<table{ident}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -70,19 +67,8 @@ def _steps_table(data: dict) -> str:
         where = ", ".join(escape(d) for d in s["removed_paths"]) or "–"
         check = f'<span class="{"ok" if s["consistent"] else "bad"}">{_n(s["removed_rows"])}</span>'
         check = f"{check} in {where}" if s["removed_dirs"] or not s["consistent"] else "–"
-        rows.append(
-            [
-                escape(s["stage"]),
-                escape(s["step"]),
-                _n(s["in"]),
-                _n(s["kept"]),
-                _n(s["dropped"]),
-                share,
-                _n(s["tokens_kept"]),
-                reasons,
-                check,
-            ]
-        )
+        counts = [_n(s[key]) for key in ("in", "kept", "dropped")]
+        rows.append([escape(s["stage"]), escape(s["step"]), *counts, share, _n(s["tokens_kept"]), reasons, check])
     head = ["stage", "step", "in", "kept", "dropped", "kept %", "tokens kept", "dropped by reason", "rows on disk"]
     table = _table(head, rows, "steps", {2, 3, 4, 5, 6})
     off = [
