@@ -28,6 +28,7 @@ from classifiers.lid import LABEL_PREFIX
 from classifiers.metrics import precision_recall, quantiles, roc_auc, top_fraction_threshold
 from classifiers.quality_model import NEGATIVE, POSITIVE, QualityModel, fasttext_line, write_sidecar
 from classifiers.text_io import TextDoc, read_documents
+from common.config import config_from_args
 
 
 @dataclass(frozen=True)
@@ -205,25 +206,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--heldout", type=float, default=d.heldout, help="held-out share of groups")
     p.add_argument("--quantize", action="store_true", help="product-quantize the model (much smaller)")
-    p.add_argument("--top-fraction", type=float, nargs="+", default=list(d.top_fractions))
+    p.add_argument(
+        "--top-fraction", dest="top_fractions", metavar="TOP_FRACTION", type=float, nargs="+", default=d.top_fractions
+    )
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    config = TrainConfig(
-        dim=args.dim,
-        epoch=args.epoch,
-        lr=args.lr,
-        word_ngrams=args.word_ngrams,
-        bucket=args.bucket,
-        min_count=args.min_count,
-        threads=args.threads,
-        seed=args.seed,
-        heldout=args.heldout,
-        quantize=args.quantize,
-        top_fractions=tuple(args.top_fraction),
-    )
+    config = config_from_args(TrainConfig, args)
     try:
         positive = read_documents(args.positive, args.field)
         negative = read_documents(args.negative, args.field)

@@ -7,6 +7,7 @@ changes: ``merge`` lays it over the bundled recipe, so each default is written o
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import types
 import typing
@@ -47,6 +48,18 @@ def from_mapping(cls: type[T], data: Any, where: str) -> T:
         raise ConfigError(f"{where}: missing key(s) {', '.join(missing)}")
     hints = typing.get_type_hints(cls)
     return cls(**{key: _convert(value, hints[key], f"{where}.{key}") for key, value in data.items()})
+
+
+def config_from_args(cls: type[T], namespace: argparse.Namespace, **overrides: Any) -> T:
+    """``cls`` from parsed CLI flags named like its fields (``--word-ngrams`` -> ``word_ngrams``).
+
+    A CLI that mirrors a config should not copy every field by hand: flags named otherwise or needing
+    a conversion come as ``overrides``, fields with no flag keep their defaults, and a list
+    (``nargs``) becomes a tuple, the type frozen configs hold.
+    """
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(namespace).items() if k in names}
+    return cls(**{**values, **overrides})
 
 
 def _convert(value: Any, hint: Any, where: str) -> Any:

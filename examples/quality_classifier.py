@@ -30,6 +30,7 @@ from classifiers.quality_model import fasttext_line
 from classifiers.text_io import TextDoc
 from classifiers.train_quality import TrainConfig, format_report, train
 from classifiers.wikitext import sections
+from common.config import config_from_args
 
 EXTRACTION_SETS = ("html_extraction_aeb", "html_extraction_trafilatura", "html_extraction_readability",
                    "html_extraction_wcxb")  # fmt: skip
@@ -186,15 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, docs in sets.items():
         counts = Counter(d["source"] for d in docs)
         print(f"{name}: {len(docs)} documents (" + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())) + ")")
-    config = TrainConfig(
-        dim=args.dim,
-        epoch=args.epoch,
-        lr=args.lr,
-        bucket=args.bucket,
-        quantize=args.quantize,
-        seed=args.seed,
-        threads=1,  # one thread: the same figures on every run
-    )
+    config = config_from_args(TrainConfig, args, threads=1)  # one thread: the same figures on every run
     calibration = to_docs(sets["calibration"]) or None
     report = train(to_docs(sets["positive"]), to_docs(sets["negative"]), out / "quality.bin", config, calibration)
     print(format_report(report))

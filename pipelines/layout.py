@@ -54,46 +54,27 @@ class StageFolder(DataFolder):
         return [self._unmap(p) for p in rel]
 
 
+def _child(name: str) -> property:
+    """A read-only path attribute: ``root / name``."""
+    return property(lambda self: self.root / name, doc=f"``root/{name}``")
+
+
 @dataclass(frozen=True)
 class RunLayout:
     """Paths of one run directory (one per source/dump)."""
 
     root: Path
-
-    @property
-    def run_json(self) -> Path:
-        return self.root / "run.json"
-
-    @property
-    def curated(self) -> Path:
-        return self.root / "curated"
+    run_json = _child("run.json")
+    curated = _child("curated")
+    removed_root = _child("removed")
+    minhash = _child("minhash")
+    deduped = _child("deduped")
+    stats_dir = _child("stats")
+    stats_json = _child("stats.json")
+    report = _child("report")
 
     def removed(self, step: str) -> Path:
         return self.root / "removed" / step
-
-    @property
-    def removed_root(self) -> Path:
-        return self.root / "removed"
-
-    @property
-    def minhash(self) -> Path:
-        return self.root / "minhash"
-
-    @property
-    def deduped(self) -> Path:
-        return self.root / "deduped"
-
-    @property
-    def stats_dir(self) -> Path:
-        return self.root / "stats"
-
-    @property
-    def stats_json(self) -> Path:
-        return self.root / "stats.json"
-
-    @property
-    def report(self) -> Path:
-        return self.root / "report"
 
     def stage_folder(self, stage: str) -> StageFolder:
         self.root.mkdir(parents=True, exist_ok=True)

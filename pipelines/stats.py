@@ -15,6 +15,7 @@ from datatrove.utils.stats import PipelineStats
 from common.atomic import atomic_write_text
 
 METRICS = ("doc_len", "doc_len_tokens", "documents")  # distributions, not counts
+COUNTED = ("total", "forwarded", "dropped")  # the step's own columns in the summary
 
 
 def _total(value: Any) -> float:
@@ -43,23 +44,18 @@ def summarize_step(step: dict) -> dict:
     """``{id, name, in, kept, dropped, dropped_by_reason, counters, time_s}`` from a datatrove step dict."""
     counters = {k: _total(v) for k, v in step["stats"].items() if k not in METRICS}
     reasons = {k[len("dropped_") :]: v for k, v in counters.items() if k.startswith("dropped_")}
-    summary = {
+    others = {k: v for k, v in counters.items() if k not in COUNTED and not k.startswith("dropped_")}
+    time_stats = step["time_stats"]
+    return {
         "id": step_id(step["name"]),
         "name": step["name"],
         "in": counters.get("total"),
         "kept": counters.get("forwarded"),
         "dropped": counters.get("dropped"),
         "dropped_by_reason": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
-        "counters": {
-            k: v
-            for k, v in counters.items()
-            if k not in ("total", "forwarded", "dropped") and not k.startswith("dropped_")
-        },
-        "time_s": round(step["time_stats"].get("total", 0.0), 3)
-        if isinstance(step["time_stats"], dict)
-        else 0.0,
+        "counters": others,
+        "time_s": round(time_stats.get("total", 0.0), 3) if isinstance(time_stats, dict) else 0.0,
     }
-    return summary
 
 
 def merge_run_stats(root: Path, stages: list[str], tasks: dict[str, int] | None = None) -> dict:
@@ -67,11 +63,8 @@ def merge_run_stats(root: Path, stages: list[str], tasks: dict[str, int] | None 
     out: dict[str, Any] = {"stages": {}}
     for stage in stages:
         merged = merge_stage(root / "stats" / stage)
-        done = (
-            len(list((root / "completions" / stage).glob("*")))
-            if (root / "completions" / stage).exists()
-            else 0
-        )
+        completions = root / "completions" / stage
+        done = len(list(completions.glob("*"))) if completions.exists() else 0
         entry: dict[str, Any] = {"tasks_completed": done}
         if tasks and stage in tasks:
             entry["tasks_total"] = tasks[stage]

@@ -121,10 +121,6 @@ def disk_reasons(docset: DocSet) -> Counter:
     return counts
 
 
-def _rows(files: list[Path]) -> int:
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-
-
 def _removed_sets(layout: RunLayout, steps: list[Step]) -> list[DocSet]:
     root = layout.removed_root
     dirs = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.exists() else []

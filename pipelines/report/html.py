@@ -8,31 +8,10 @@ from __future__ import annotations
 
 import math
 from html import escape
+from pathlib import Path
 
-CSS = """
-body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;max-width:1240px;padding:0 20px 40px;
-color:#212529;background:#fff}
-h1{margin:24px 0 4px}h2{margin:32px 0 8px;border-bottom:1px solid #dee2e6;padding-bottom:4px}
-.meta{color:#495057;font-size:13px}.meta code{background:#f1f3f5;padding:1px 4px;border-radius:3px}
-.cards{display:flex;gap:12px;flex-wrap:wrap;margin:16px 0}
-.card{border:1px solid #dee2e6;border-radius:6px;padding:8px 14px;min-width:150px}
-.card b{display:block;font-size:20px}
-table{border-collapse:collapse;margin:8px 0;font-size:13px}
-th,td{border-bottom:1px solid #e9ecef;padding:3px 10px;text-align:left;vertical-align:top}
-td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-.bad{color:#c92a2a;font-weight:bold}.ok{color:#2b8a3e}
-img{max-width:100%;display:block;margin:8px 0;border:1px solid #f1f3f5}
-.note{color:#868e96;font-style:italic}
-.doc{border:1px solid #dee2e6;border-left:4px solid #c92a2a;border-radius:4px;margin:10px 0;padding:6px 10px}
-.doc.kept{border-left-color:#2b8a3e}
-.doc .head{font-size:12px;color:#495057;word-break:break-all}
-.reason{display:inline-block;background:#fff5f5;color:#c92a2a;border-radius:3px;padding:0 6px;font-weight:bold}
-.kept .reason{background:#ebfbee;color:#2b8a3e}
-pre{white-space:pre-wrap;word-break:break-word;max-height:260px;overflow:auto;background:#f8f9fa;padding:6px;
-margin:6px 0;font-size:12px}
-details summary{cursor:pointer;color:#1c7ed6;font-size:12px}
-.cols{display:flex;gap:24px;flex-wrap:wrap}
-"""
+# the stylesheet lives beside this module as CSS; the page inlines it, so index.html stays one file offline
+CSS = Path(__file__).with_name("report.css").read_text(encoding="utf-8")
 
 
 def _n(value: int | float | None) -> str:
@@ -41,17 +20,14 @@ def _n(value: int | float | None) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"
 
 
+def _cell(tag: str, content: str, numeric: bool) -> str:
+    return f'<{tag} class="n">{content}</{tag}>' if numeric else f"<{tag}>{content}</{tag}>"
+
+
 def _table(head: list[str], rows: list[list[str]], table_id: str = "", numeric: set[int] | None = None) -> str:
     numeric = numeric or set()
-    th = "".join(
-        f'<th class="n">{escape(h)}</th>' if i in numeric else f"<th>{escape(h)}</th>" for i, h in enumerate(head)
-    )
-    body = "".join(
-        "<tr>"
-        + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(r))
-        + "</tr>"
-        for r in rows
-    )
+    th = "".join(_cell("th", escape(h), i in numeric) for i, h in enumerate(head))
+    body = "".join("<tr>" + "".join(_cell("td", c, i in numeric) for i, c in enumerate(r)) + "</tr>" for r in rows)
     ident = f' id="{table_id}"' if table_id else ""
     return f"<table{ident}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -70,19 +46,8 @@ def _steps_table(data: dict) -> str:
         where = ", ".join(escape(d) for d in s["removed_paths"]) or "–"
         check = f'<span class="{"ok" if s["consistent"] else "bad"}">{_n(s["removed_rows"])}</span>'
         check = f"{check} in {where}" if s["removed_dirs"] or not s["consistent"] else "–"
-        rows.append(
-            [
-                escape(s["stage"]),
-                escape(s["step"]),
-                _n(s["in"]),
-                _n(s["kept"]),
-                _n(s["dropped"]),
-                share,
-                _n(s["tokens_kept"]),
-                reasons,
-                check,
-            ]
-        )
+        counts = [_n(s[key]) for key in ("in", "kept", "dropped")]
+        rows.append([escape(s["stage"]), escape(s["step"]), *counts, share, _n(s["tokens_kept"]), reasons, check])
     head = ["stage", "step", "in", "kept", "dropped", "kept %", "tokens kept", "dropped by reason", "rows on disk"]
     table = _table(head, rows, "steps", {2, 3, 4, 5, 6})
     off = [

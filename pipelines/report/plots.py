@@ -7,16 +7,20 @@ path, or None when the run has nothing to plot (no classifier ran, no dedup stag
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 KEPT, REMOVED, NEUTRAL = "#2b8a3e", "#c92a2a", "#1c7ed6"
 PALETTE = ("#1c7ed6", "#e8590c", "#2b8a3e", "#c92a2a", "#7048e8", "#0c8599", "#d6336c", "#5c940d", "#e67700")
 TOP_N = 15
+# a funnel bar's label: centred on the bar, white on a dark box so it reads on any bar length
+BAR_LABEL = {"ha": "center", "va": "center", "color": "white", "fontweight": "bold", "fontsize": 9}
+BAR_LABEL_BOX = {"facecolor": "#00000055", "edgecolor": "none", "pad": 1}
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -26,6 +30,26 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
+def _axes(height: float, title: str, xlabel: str, ylabel: str | None = None, width: float = 10) -> tuple[Figure, Axes]:
+    """A one-panel figure with its title and axis labels."""
+    fig = Figure(figsize=(width, height))
+    ax = fig.subplots()
+    ax.set_xlabel(xlabel)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    return fig, ax
+
+
+def _hbars(ax: Axes, labels: Sequence[str], values: Sequence[int], color, **options) -> np.ndarray:
+    """Horizontal bars, the first at the top; returns their y positions (``fontsize`` sizes the labels)."""
+    y = np.arange(len(labels))[::-1]
+    tick_options = {"fontsize": options.pop("fontsize")} if "fontsize" in options else {}
+    ax.barh(y, values, color=color, **options)
+    ax.set_yticks(y, labels, **tick_options)
+    return y
+
+
 def _fmt(n: float) -> str:
     for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(n) >= size:
@@ -33,7 +57,7 @@ def _fmt(n: float) -> str:
     return f"{n:,.0f}"
 
 
-def _funnel_panel(ax, labels: list[str], values: list[int | None], title: str, color: str) -> None:
+def _funnel_panel(ax: Axes, labels: list[str], values: list[int | None], title: str, color: str) -> None:
     known = [v for v in values if v is not None]
     top = max(known) if known else 1
     start = known[0] if known else 1
@@ -44,17 +68,7 @@ def _funnel_panel(ax, labels: list[str], values: list[int | None], title: str, c
             continue
         ax.barh(yi, value, left=(top - value) / 2, color=color, height=0.7)
         share = 100 * value / start if start else 0
-        ax.text(
-            top / 2,
-            yi,
-            f"{_fmt(value)}  ({share:.1f}%)",
-            ha="center",
-            va="center",
-            color="white",
-            fontweight="bold",
-            fontsize=9,
-            bbox={"facecolor": "#00000055", "edgecolor": "none", "pad": 1},
-        )
+        ax.text(top / 2, yi, f"{_fmt(value)}  ({share:.1f}%)", **BAR_LABEL, bbox=BAR_LABEL_BOX)
     ax.set_yticks(y, labels)
     ax.set_xticks([])
     ax.set_xlim(0, top)
@@ -72,13 +86,8 @@ def plot_funnel(data: dict, path: Path) -> Path | None:
     fig = Figure(figsize=(12, 0.45 * len(rows) + 1.6))
     ax_docs, ax_tok = fig.subplots(1, 2, sharey=True)
     _funnel_panel(ax_docs, labels, [r["docs"] for r in rows], "documents kept after each step\n", NEUTRAL)
-    _funnel_panel(
-        ax_tok,
-        labels,
-        [r["tokens"] for r in rows],
-        "tokens kept after each step\n(" + data["token_note"] + ")",
-        "#7048e8",
-    )
+    token_title = "tokens kept after each step\n(" + data["token_note"] + ")"
+    _funnel_panel(ax_tok, labels, [r["tokens"] for r in rows], token_title, "#7048e8")
     return _save(fig, path)
 
 
@@ -89,15 +98,11 @@ def plot_removals(data: dict, path: Path) -> Path | None:
         return None
     steps = list(dict.fromkeys(r["step"] for r in rows))
     colors = {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(steps)}
-    fig = Figure(figsize=(10, 0.32 * len(rows) + 1.2))
-    ax = fig.subplots()
-    y = np.arange(len(rows))[::-1]
-    ax.barh(y, [r["count"] for r in rows], color=[colors[r["step"]] for r in rows])
-    ax.set_yticks(y, [f"{r['step']}: {r['reason']}" for r in rows], fontsize=9)
+    fig, ax = _axes(0.32 * len(rows) + 1.2, "removals by rule", "documents removed")
+    labels = [f"{r['step']}: {r['reason']}" for r in rows]
+    y = _hbars(ax, labels, [r["count"] for r in rows], [colors[r["step"]] for r in rows], fontsize=9)
     for yi, r in zip(y, rows, strict=True):
         ax.text(r["count"], yi, f" {r['count']:,}", va="center", fontsize=8)
-    ax.set_xlabel("documents removed")
-    ax.set_title("removals by rule")
     ax.margins(x=0.12)
     return _save(fig, path)
 
@@ -113,16 +118,12 @@ def plot_languages(data: dict, path: Path) -> Path | None:
     if not total:
         return None
     langs = [k for k, _ in _top(total)]
-    fig = Figure(figsize=(10, 0.3 * len(langs) + 1.3))
-    ax = fig.subplots()
-    y = np.arange(len(langs))[::-1]
-    k = [kept.get(x, 0) for x in langs]
-    ax.barh(y, k, color=KEPT, label="kept")
-    ax.barh(y, [removed.get(x, 0) for x in langs], left=k, color=REMOVED, label="removed")
-    ax.set_yticks(y, langs)
-    ax.set_xlabel("documents")
     others = sum(total.values()) - sum(total[x] for x in langs)
-    ax.set_title("language distribution" + (f" (+{others:,} in other languages)" if others else ""))
+    title = "language distribution" + (f" (+{others:,} in other languages)" if others else "")
+    fig, ax = _axes(0.3 * len(langs) + 1.3, title, "documents")
+    k = [kept.get(x, 0) for x in langs]
+    y = _hbars(ax, langs, k, KEPT, label="kept")
+    ax.barh(y, [removed.get(x, 0) for x in langs], left=k, color=REMOVED, label="removed")
     ax.legend(loc="lower right")
     return _save(fig, path)
 
@@ -130,27 +131,19 @@ def plot_languages(data: dict, path: Path) -> Path | None:
 def plot_lengths(data: dict, path: Path) -> Path:
     """Document length (tokens) histograms: after extraction vs kept at the end."""
     edges = np.asarray(data["lengths"]["edges"])
-    fig = Figure(figsize=(10, 4))
-    ax = fig.subplots()
+    xlabel = f"document length (tokens; {data['token_note']})"
+    fig, ax = _axes(4, "document length before and after filtering", xlabel, "documents")
     lefts = np.maximum(edges[:-1], 0.5)  # the 0-token bin is drawn at 0.5 on the log axis
     for key, label, color in (("before", "after extraction (before filters)", REMOVED), ("after", "kept", KEPT)):
         counts = np.asarray(data["lengths"][key])
-        ax.stairs(
-            counts,
-            np.concatenate([lefts, edges[-1:]]),
-            label=f"{label}: {counts.sum():,} docs",
-            color=color,
-            fill=key == "before",
-            alpha=0.35 if key == "before" else 1.0,
-            linewidth=2,
-        )
+        before = key == "before"
+        label = f"{label}: {counts.sum():,} docs"
+        bins = np.concatenate([lefts, edges[-1:]])
+        ax.stairs(counts, bins, label=label, color=color, fill=before, alpha=0.35 if before else 1.0, linewidth=2)
     ax.set_xscale("log")
     filled = np.flatnonzero(np.asarray(data["lengths"]["before"]) + np.asarray(data["lengths"]["after"]))
     if len(filled):  # zoom on the occupied bins, a bin either side
         ax.set_xlim(lefts[max(filled[0] - 1, 0)], edges[min(filled[-1] + 2, len(edges) - 1)])
-    ax.set_xlabel(f"document length (tokens; {data['token_note']})")
-    ax.set_ylabel("documents")
-    ax.set_title("document length before and after filtering")
     ax.legend()
     return _save(fig, path)
 
@@ -160,16 +153,12 @@ def plot_quality(data: dict, path: Path) -> Path | None:
     quality = data.get("quality")
     if not quality:
         return None
-    fig = Figure(figsize=(10, 4))
-    ax = fig.subplots()
+    fig, ax = _axes(4, "quality-score distribution", "quality_score", "documents")
     edges = np.asarray(quality["edges"])
     for key, color in (("kept", KEPT), ("removed", REMOVED)):
         counts = np.asarray(quality[key])
         if counts.sum():
             ax.stairs(counts, edges, label=f"{key}: {counts.sum():,} docs", color=color, fill=True, alpha=0.45)
-    ax.set_xlabel("quality_score")
-    ax.set_ylabel("documents")
-    ax.set_title("quality-score distribution")
     ax.legend()
     return _save(fig, path)
 
@@ -181,15 +170,12 @@ def plot_clusters(data: dict, path: Path) -> Path | None:
         return None
     sizes = sorted(int(s) for s in clusters["sizes"])
     counts = [clusters["sizes"][str(s)] for s in sizes]
-    fig = Figure(figsize=(10, 4))
-    ax = fig.subplots()
+    title = f"dedup cluster sizes: {clusters['duplicates_removed']:,} near-duplicates removed"
+    fig, ax = _axes(4, title, "cluster size (documents)", "clusters (kept documents)")
     ax.bar([str(s) for s in sizes], counts, color=NEUTRAL)
     if max(counts) > 20 * min(counts):  # singletons usually dwarf the rest
         ax.set_yscale("log")
         ax.set_ylim(bottom=0.8)
-    ax.set_xlabel("cluster size (documents)")
-    ax.set_ylabel("clusters (kept documents)")
-    ax.set_title(f"dedup cluster sizes: {clusters['duplicates_removed']:,} near-duplicates removed")
     for x, c in zip(range(len(sizes)), counts, strict=True):
         ax.text(x, c, f"{c:,}", ha="center", va="bottom", fontsize=8)
     return _save(fig, path)
@@ -202,12 +188,9 @@ def plot_domains(data: dict, path: Path) -> Path | None:
         return None
     rows = max(len(domains["kept"]), len(domains["removed"]), 1)
     fig = Figure(figsize=(13, 0.3 * rows + 1.3))
-    axes = fig.subplots(1, 2)
-    for ax, key, color in zip(axes, ("kept", "removed"), (KEPT, REMOVED), strict=True):
+    for ax, key, color in zip(fig.subplots(1, 2), ("kept", "removed"), (KEPT, REMOVED), strict=True):
         items = domains[key]
-        y = np.arange(len(items))[::-1]
-        ax.barh(y, [n for _, n in items], color=color)
-        ax.set_yticks(y, [d[:40] for d, _ in items], fontsize=8)
+        _hbars(ax, [d[:40] for d, _ in items], [n for _, n in items], color, fontsize=8)
         ax.set_title(f"top domains {key}")
         ax.set_xlabel("documents")
     return _save(fig, path)

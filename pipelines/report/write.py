@@ -41,8 +41,7 @@ def _steps(run: RunInfo, profiles: dict[str, Profile]) -> list[dict]:
     first_text = _extraction_index(run)
     rows = []
     for i, step in enumerate(run.steps):
-        own = [s for s in run.removed if s.key in step.removed_dirs]
-        removed_rows = sum(profiles[d].docs for d in step.removed_dirs) if step.removed_dirs else 0
+        removed_rows = sum(profiles[d].docs for d in step.removed_dirs)
         later = [s for s in run.removed if s.step is not None and s.step > i]
         tokens = profiles["kept"].tokens + sum(profiles[s.key].tokens for s in later)
         rows.append(
@@ -54,7 +53,7 @@ def _steps(run: RunInfo, profiles: dict[str, Profile]) -> list[dict]:
                 "dropped": step.dropped,
                 "reasons": step.reasons,
                 "removed_dirs": step.removed_dirs,
-                "removed_paths": [f"removed/{s.key}/" for s in own],
+                "removed_paths": [f"removed/{d}/" for d in step.removed_dirs],
                 "removed_rows": removed_rows,
                 "consistent": removed_rows == step.dropped,
                 "tokens_kept": tokens if i >= first_text else None,
@@ -78,7 +77,7 @@ def _removals(run: RunInfo, profiles: dict[str, Profile]) -> list[dict]:
         rows += [{"step": step.name, "reason": r, "count": n} for r, n in step.reasons.items()]
         if not step.unexplained:
             continue
-        on_disk = _sum([profiles[d].reasons for d in step.removed_dirs])
+        on_disk = sum((profiles[d].reasons for d in step.removed_dirs), Counter())
         extra = {r: n for r, n in on_disk.most_common() if r not in step.reasons}
         if sum(extra.values()) == step.unexplained:
             rows += [{"step": step.name, "reason": r, "count": n} for r, n in extra.items()]
@@ -86,13 +85,6 @@ def _removals(run: RunInfo, profiles: dict[str, Profile]) -> list[dict]:
             label = next(iter(extra), "(no reason recorded)")
             rows.append({"step": step.name, "reason": label, "count": step.unexplained})
     return rows
-
-
-def _sum(counters: list[Counter]) -> Counter:
-    total: Counter = Counter()
-    for c in counters:
-        total.update(c)
-    return total
 
 
 def _quality(kept: Profile, removed: list[Profile]) -> dict | None:
@@ -160,7 +152,7 @@ def build_report_data(run: RunInfo, seed: int = 0) -> dict:
             "kept_from": run.kept.label,
         },
         "removals": _removals(run, profiles),
-        "languages": {"kept": dict(kept.languages), "removed": dict(_sum([p.languages for p in removed]))},
+        "languages": {"kept": dict(kept.languages), "removed": dict(sum((p.languages for p in removed), Counter()))},
         "lengths": {
             "edges": LENGTH_EDGES.tolist(),
             "before": np.sum([p.lengths for p in before], axis=0).tolist(),
@@ -170,7 +162,7 @@ def build_report_data(run: RunInfo, seed: int = 0) -> dict:
         "clusters": _clusters(kept),
         "domains": {
             "kept": kept.domains.most_common(TOP_DOMAINS),
-            "removed": _sum([p.domains for p in removed]).most_common(TOP_DOMAINS),
+            "removed": sum((p.domains for p in removed), Counter()).most_common(TOP_DOMAINS),
         },
         "samples": _samples(run, profiles),
     }
@@ -188,11 +180,6 @@ def write_report(run_dir: Path) -> Path:
     for path in (index, folder / "report.json"):
         path.chmod(0o644)  # atomic writes are private by default; a report is meant to be shared
     return index
-
-
-def summary_for(run_dir: Path) -> str:
-    """``summary_table`` of a run whose report is written (what ``pipelines.run`` prints at the end)."""
-    return summary_table(json.loads((Path(run_dir) / "report" / "report.json").read_text()))
 
 
 def summary_table(data: dict) -> str:

@@ -240,16 +240,14 @@ def analytics_script(site_id: int) -> str:
     )
 
 
-def head_html(
-    title: str, domain: str, meta_charset: str | None, description: str, site_id: int, extra: str = ""
-) -> str:
-    charset = f'<meta charset="{meta_charset}">' if meta_charset else ""
+def head_html(p: PageParts) -> str:
+    charset = f'<meta charset="{p.meta_charset}">' if p.meta_charset else ""
     return (
         f'<head>{charset}<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f'<title>{esc(title)}</title><meta name="description" content="{esc(description)}">'
-        f'<meta property="og:title" content="{esc(title)}"><meta property="og:type" content="article">'
-        f'<link rel="canonical" href="https://{domain}/"><link rel="stylesheet" href="/assets/css/main.css'
-        f'?v={site_id}"><link rel="icon" href="/favicon.png">{analytics_script(site_id)}{extra}</head>'
+        f'<title>{esc(p.title)}</title><meta name="description" content="{esc(p.description)}">'
+        f'<meta property="og:title" content="{esc(p.title)}"><meta property="og:type" content="article">'
+        f'<link rel="canonical" href="https://{p.domain}/"><link rel="stylesheet" href="/assets/css/main.css'
+        f'?v={p.site_id}"><link rel="icon" href="/favicon.png">{analytics_script(p.site_id)}</head>'
     )
 
 
@@ -279,7 +277,7 @@ def theme_blog(p: PageParts) -> str:
     side = nav_html(p.sidebar, "widget-list")
     return (
         f'<!DOCTYPE html><html lang="{HTML_LANG[p.lang]}">'
-        f"{head_html(p.title, p.domain, p.meta_charset, p.description, p.site_id)}"
+        f"{head_html(p)}"
         f'<body class="post-template-default single single-post"><div id="page" class="site">'
         f'<a class="skip-link screen-reader-text" href="#content">Skip to content</a>'
         f'<header id="masthead" class="site-header"><div class="site-branding"><p class="site-title">'
@@ -302,7 +300,7 @@ def theme_news(p: PageParts) -> str:
     ui = texts.UI[p.lang]
     return (
         f'<!DOCTYPE html><html lang="{HTML_LANG[p.lang]}">'
-        f"{head_html(p.title, p.domain, p.meta_charset, p.description, p.site_id)}<body>"
+        f"{head_html(p)}<body>"
         f'<div class="top-bar"><span class="date">Wednesday, 21 February 2024</span>'
         f'<a href="/subscribe" class="btn">Subscribe</a> <a href="/login">Sign in</a></div>'
         f'<div class="masthead"><a class="logo" href="/">{esc(p.site_name)}</a></div>'
@@ -323,7 +321,7 @@ def theme_static(p: PageParts) -> str:
     ui = texts.UI[p.lang]
     return (
         f'<!doctype html>\n<html lang="{HTML_LANG[p.lang]}">\n'
-        f"{head_html(p.title, p.domain, p.meta_charset, p.description, p.site_id)}\n<body>\n"
+        f"{head_html(p)}\n<body>\n"
         f'<header class="site-header"><a class="brand" href="/">{esc(p.site_name)}</a>\n'
         f"<nav>{nav_html(p.nav, 'nav')}</nav></header>\n<main>\n<article>\n{p.main}\n</article>\n"
         f'<section class="related"><h2>{esc(str(ui["related"]))}</h2>{nav_html(p.sidebar, "related")}'
@@ -451,6 +449,14 @@ class SampleBuilder:
             status=status,
         )
 
+    def page(
+        self, theme: str, domain: str, lang: str, title: str, charset: str | None, main: str, description: str, **more
+    ) -> str:
+        """A page in ``theme`` on ``domain``'s site (its name and id filled in); ``more``: links, cookie banner."""
+        site_name, site_id = self.site_name(domain), self.site_id(domain)
+        parts = PageParts(lang, title, domain, site_name, charset, main, description, site_id=site_id, **more)
+        return THEMES[theme](parts)
+
     def byline(self, author: str, published: datetime) -> str:
         return (
             f'<div class="entry-meta byline">By <a rel="author" href="/author/{slugify(author)}/">'
@@ -566,19 +572,10 @@ class SampleBuilder:
                 "<li><b>Guest</b>: Great post, bookmarked!</li></ol></div>"
             )
         chrome = self.chrome("en", n_nav=rng.randint(0, 6))
-        parts = PageParts(
-            lang="en",
-            title=f"{art.title} | {self.site_name(domain)}",
-            domain=domain,
-            site_name=self.site_name(domain),
-            meta_charset="utf-8",
-            main=main,
-            description=art.paragraphs[1][:150],
-            site_id=self.site_id(domain),
-            cookie=rng.random() < 0.7,
-            **chrome,
-        )
-        return self.html_capture(kind, url or art.url, THEMES[theme](parts))
+        title = f"{art.title} | {self.site_name(domain)}"
+        cookie = rng.random() < 0.7
+        page = self.page(theme, domain, "en", title, "utf-8", main, art.paragraphs[1][:150], cookie=cookie, **chrome)
+        return self.html_capture(kind, url or art.url, page)
 
     # ---- near and exact duplicates
 
@@ -741,20 +738,9 @@ class SampleBuilder:
                 )
                 path = f"/2023/{month:02d}/"
             url = self.unique_url(f"https://{domain}{path}")
-            parts = PageParts(
-                lang="en",
-                title=f"{title} | {self.site_name(domain)}",
-                domain=domain,
-                site_name=self.site_name(domain),
-                meta_charset="UTF-8",
-                main=main,
-                description=title,
-                site_id=self.site_id(domain),
-                **chrome,
-            )
-            self.captures.append(
-                self.html_capture("boilerplate", url, THEMES[("blog", "news")[n % 2]](parts), note=sub)
-            )
+            full_title = f"{title} | {self.site_name(domain)}"
+            page = self.page(("blog", "news")[n % 2], domain, "en", full_title, "UTF-8", main, title, **chrome)
+            self.captures.append(self.html_capture("boilerplate", url, page, note=sub))
 
     # ---- spam
 
@@ -854,19 +840,8 @@ class SampleBuilder:
             ]
             side = [(f"/{k}/", f"{ui['more']} {k}") for k in range(1, 6)]
             theme = "legacy" if note == "legacy" and i % 2 == 0 else ("blog", "news", "static")[i % 3]
-            parts = PageParts(
-                lang=lang,
-                title=title,
-                domain=domain,
-                site_name=self.site_name(domain),
-                meta_charset=meta_cs,
-                main=main,
-                description=paras[0][:120],
-                nav=nav,
-                sidebar=side,
-                footer=foot,
-                site_id=self.site_id(domain),
-            )
+            links = {"nav": nav, "sidebar": side, "footer": foot}
+            page = self.page(theme, domain, lang, title, meta_cs, main, paras[0][:120], **links)
             path = (
                 f"/{published:%Y/%m}/{slugify(title)}/"
                 if lang not in ("zh", "ja", "ru")
@@ -877,7 +852,7 @@ class SampleBuilder:
                 self.html_capture(
                     "other_language",
                     url,
-                    THEMES[theme](parts),
+                    page,
                     lang=lang,
                     encoding=encoding,
                     header_charset=header_cs,
