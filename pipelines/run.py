@@ -187,31 +187,22 @@ def run_dedup(args: argparse.Namespace, layout: RunLayout) -> dict[str, int]:
     return tasks
 
 
-def print_summary(layout: RunLayout, stats: dict) -> None:
-    steps = stats["stages"].get("curate", {}).get("steps", [])
+def print_summary(layout: RunLayout, stats: dict, report: Path) -> None:
+    """What the reader saw, the report's table of documents and tokens per step, and where everything is."""
+    from pipelines.report.data import reader_counters
+    from pipelines.report.write import summary_table
+
+    counters = reader_counters(stats)
+    skipped = ", ".join(f"{k}={v}" for k, v in counters.items() if k not in ("records", "input_files"))
     print(f"\nrun directory: {layout.root}")
-    for step in steps:
-        if step["in"] is None and "records" in step["counters"]:
-            counters = step["counters"]
-            skipped = {k: v for k, v in counters.items() if k not in ("records", "input_files")}
-            print(
-                f"read {counters.get('input_files', 0)} WARC file(s), {counters['records']} records; "
-                + ", ".join(f"{k}={v}" for k, v in skipped.items())
-            )
-    print(f"{'step':28} {'in':>8} {'kept':>8} {'dropped':>8}  top reasons")
-    later = [s for name, st in stats["stages"].items() if name != "curate" for s in st.get("steps", [])]
-    for step in steps + later:
-        if step["in"] is None or step["kept"] is None:
-            continue
-        reasons = ", ".join(f"{k}={v}" for k, v in list(step["dropped_by_reason"].items())[:3])
-        print(
-            f"{step['id'][:28]:28} {step['in']:>8} {step['kept']:>8} {step['dropped'] or 0:>8}  {reasons}"
-        )
+    print(f"read {counters.get('input_files', 0)} WARC file(s), {counters.get('records', 0)} records; {skipped}")
+    print(summary_table(json.loads((report.parent / "report.json").read_text())))
     print(f"curated documents: {layout.curated}/*.parquet")
     if layout.deduped.exists():
         print(f"deduplicated documents: {layout.deduped}/*.parquet")
     print(f"removed documents: {layout.removed_root}/<step>/*.parquet (column filter_reason)")
     print(f"stats: {layout.stats_json}")
+    print(f"report: {report}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -242,10 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     stats = merge_run_stats(layout.root, list(tasks), tasks)
-    print_summary(layout, stats)
     from pipelines.report import write_report
 
-    print(f"report: {write_report(layout.root)}")
+    print_summary(layout, stats, write_report(layout.root))
     if args.train:
         from pipelines.chain import print_chain, run_chain
 
