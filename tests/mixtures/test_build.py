@@ -18,23 +18,10 @@ from mixtures.reader import ShardReader
 from tests.support.text_corpora import (
     is_held_out,
     shared_data,
-    small_tokenizer_dir,
-    training_run_dir,
     web_documents,
     wiki_articles,
     write_parquet,
 )
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return training_run_dir(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def tok4k(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return small_tokenizer_dir(tmp_path_factory)
-
 
 EOT_ID = 0
 

@@ -14,15 +14,14 @@ from mixtures.pool import PARALLELISM_ENV, tokenizers_threads_off
 from tests.support.text_corpora import (
     lingua_sentences,
     shared_data,
-    small_tokenizer_dir,
     web_documents,
     write_parquet,
 )
 
 
 @pytest.fixture(scope="module")
-def tok_file(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(small_tokenizer_dir(tmp_path_factory) / "tokenizer.json")
+def tok_file(tok4k: Path) -> str:
+    return str(tok4k / "tokenizer.json")
 
 
 def test_tiktoken_matches_tokenizers_on_real_text(tok_file: str) -> None:

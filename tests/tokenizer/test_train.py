@@ -12,8 +12,6 @@ from tokenizers import Tokenizer
 from tests.support.text_corpora import (
     is_held_out,
     lingua_sentences,
-    small_tokenizer_dir,
-    training_run_dir,
     web_documents,
     write_parquet,
 )
@@ -22,17 +20,6 @@ from tokenizer.inputs import resolve_parquet
 from tokenizer.model import EOT
 from tokenizer.train import main as train_main
 from tokenizer.train import train_tokenizer
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return training_run_dir(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def tok4k(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return small_tokenizer_dir(tmp_path_factory)
-
 
 EMOJI = re.compile("[\U0001f300-\U0001faff\u2600-\u27bf]")
 
