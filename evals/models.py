@@ -8,6 +8,7 @@ oracle, and the way to evaluate a Llama-family folder our model cannot represent
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,8 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from evals.scoring import Forward
-from evals.tasks.base import Encoder
+from evals.scoring import Forward, make_scorer
+from evals.tasks.base import Encoder, ScoreFn
 from trainer.config import ModelConfig
 
 EOT = "<|endoftext|>"
@@ -28,11 +29,25 @@ class ModelLoadError(ValueError):
 
 @dataclass
 class LoadedModel:
+    """A model split into `body` (tokens -> final hidden states) and `head` (hidden -> logits), so the
+    scorer runs the vocabulary projection only where a token is scored."""
+
     path: Path
     backend: str
-    forward: Forward
+    body: Forward
+    head: Forward
     encoder: Encoder
     device: torch.device
+
+    def scorer(self, batch_size: int = 32, progress: Callable[[int], None] | None = None) -> ScoreFn:
+        return make_scorer(self.body, self.device, batch_size=batch_size, progress=progress, head=self.head)
+
+
+def split_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """Our Transformer as (body, head): the output projection is taken out (tied weights stay shared)."""
+    head = model.output
+    model.output = torch.nn.Identity()
+    return model, head
 
 
 def resolve_model_dir(path: Path) -> tuple[str, Path]:
@@ -149,7 +164,7 @@ def load_model(path: str | Path, backend: str = "auto", device: str = "auto") ->
     context = int(config.get("max_position_embeddings") or 2048)
     encoder = Encoder(tokenizer, prefix, context)
     if backend == "hf" or cfg is None:
-        return LoadedModel(folder, "transformers", _transformers_forward(folder, dev), encoder, dev)
+        return LoadedModel(folder, "transformers", *_transformers_parts(folder, dev), encoder, dev)
     from safetensors.torch import load_file
 
     files = sorted(folder.glob("*.safetensors"))
@@ -157,18 +172,18 @@ def load_model(path: str | Path, backend: str = "auto", device: str = "auto") ->
         raise ModelLoadError(f"{folder}: no .safetensors weights")
     weights = {k: v.float() for f in files for k, v in load_file(str(f)).items()}
     model = our_model(cfg, weights).to(dev)
-    return LoadedModel(folder, "ours", model, encoder, dev)
+    return LoadedModel(folder, "ours", *split_head(model), encoder, dev)
 
 
-def _transformers_forward(folder: Path, device: torch.device) -> Forward:
+def _transformers_parts(folder: Path, device: torch.device) -> tuple[Forward, Forward]:
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device).eval()
 
-    def forward(tokens: torch.Tensor) -> torch.Tensor:
-        return model(input_ids=tokens, use_cache=False).logits
+    def body(tokens: torch.Tensor) -> torch.Tensor:
+        return model.model(input_ids=tokens, use_cache=False).last_hidden_state
 
-    return forward
+    return body, model.get_output_embeddings()
 
 
 def _load_checkpoint(step: Path, backend: str, device: torch.device) -> LoadedModel:
@@ -188,4 +203,5 @@ def _load_checkpoint(step: Path, backend: str, device: torch.device) -> LoadedMo
     model = Transformer(cfg)
     model.load_state_dict(weights)
     prefix = prefix_token(tokenizer, tok_path.parent, tok.get("bos_id"), tok.get("eos_id"))
-    return LoadedModel(step, "ours", model.eval().to(device), Encoder(tokenizer, prefix, cfg.max_seq_len), device)
+    body, head = split_head(model.eval().to(device))
+    return LoadedModel(step, "ours", body, head, Encoder(tokenizer, prefix, cfg.max_seq_len), device)

@@ -23,7 +23,6 @@ from typing import Any
 from tqdm import tqdm
 
 from evals.models import LoadedModel, ModelLoadError, load_model
-from evals.scoring import make_scorer
 from evals.tasks import TASKS, Task, TaskDataError, evaluate, load_task
 from evals.tasks.blimp import Blimp, comparison_table, read_reference
 
@@ -40,7 +39,7 @@ def parse_task(spec: str) -> tuple[str, Path]:
 def run_task(task: Task, model: LoadedModel, batch_size: int, limit: int | None, progress: bool) -> dict[str, Any]:
     """One task over the model with a progress bar counted in scored sequences."""
     bar = tqdm(desc=task.name, unit="seq", disable=not progress, dynamic_ncols=True)
-    score = make_scorer(model.forward, model.device, batch_size=batch_size, progress=bar.update)
+    score = model.scorer(batch_size=batch_size, progress=bar.update)
     try:
         return evaluate(task, model.encoder, score, limit=limit)
     finally:

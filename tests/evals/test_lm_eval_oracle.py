@@ -14,7 +14,6 @@ import sys
 import pytest
 
 from evals.models import load_model
-from evals.scoring import make_scorer
 from evals.tasks import Blimp, MultipleChoice, evaluate
 from tests.evals.helpers import MC_EXAMPLE, REPO, blimp_spread, write_jsonl
 
@@ -36,7 +35,7 @@ def test_blimp_and_mc_equal_lm_eval(tiny_model, tmp_path) -> None:
     pairs = write_jsonl(blimp_spread(400), tmp_path / "blimp.jsonl")
     theirs = lm_eval_report(tiny_model.hf_dir, {"blimp": pairs, "mc": MC_EXAMPLE}, tmp_path / "lm_eval.json")
     model = load_model(tiny_model.hf_dir, backend="ours", device="cpu")
-    score = make_scorer(model.forward, batch_size=32)
+    score = model.scorer(batch_size=32)
 
     blimp = Blimp.from_path(pairs)
     ours = evaluate(blimp, model.encoder, score)

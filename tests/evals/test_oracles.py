@@ -7,7 +7,6 @@ import math
 import pytest
 
 from evals.models import load_model
-from evals.scoring import make_scorer
 from evals.tasks import BitsPerByte, Blimp, MultipleChoice, evaluate
 from tests.evals.helpers import MC_EXAMPLE, TransformersOracle, blimp_spread
 
@@ -26,7 +25,7 @@ def test_per_sequence_logprobs_equal_a_plain_transformers_forward(ours, oracle, 
     """BLiMP sentences, multiple-choice continuations and bpb windows, batched by us vs one by one in transformers."""
     tasks = [Blimp(blimp_spread(150)), MultipleChoice.from_path(MC_EXAMPLE), BitsPerByte(tiny_model.unseen[:1])]
     reqs = [r for t in tasks for rs in t.requests(ours.encoder, range(len(t))) for r in rs]
-    got = make_scorer(ours.forward, batch_size=32)(reqs)
+    got = ours.scorer(batch_size=32)(reqs)
     want = [oracle.score(r) for r in reqs]
     diff = max(abs(a - b) for a, b in zip(got, want, strict=True))
     print(f"{len(reqs)} sequences, max |ours - transformers| = {diff:.2e} nats")
@@ -52,7 +51,7 @@ def hand_bits_per_byte(text: str, ours, oracle, context: int, stride: int) -> fl
 def test_bits_per_byte_equals_a_hand_computation(ours, oracle, tiny_model, context: int, stride: int) -> None:
     text = tiny_model.unseen[0][:400]
     task = BitsPerByte([text], context=context, stride=stride)
-    got = evaluate(task, ours.encoder, make_scorer(ours.forward))
+    got = evaluate(task, ours.encoder, ours.scorer())
     want = hand_bits_per_byte(text, ours, oracle, context, stride)
     print(f"context {context} stride {stride}: ours {got['bits_per_byte']:.6f}, hand {want:.6f}")
     assert got["bytes"] == len(text.encode("utf-8"))
@@ -60,7 +59,7 @@ def test_bits_per_byte_equals_a_hand_computation(ours, oracle, tiny_model, conte
 
 
 def test_a_memorised_text_scores_fewer_bits_per_byte(ours, tiny_model) -> None:
-    score = make_scorer(ours.forward)
+    score = ours.scorer()
     seen = evaluate(BitsPerByte(tiny_model.memorised, context=64), ours.encoder, score)["bits_per_byte"]
     unseen = evaluate(BitsPerByte(tiny_model.unseen, context=64), ours.encoder, score)["bits_per_byte"]
     print(f"bits per byte: memorised {seen:.3f}, unseen {unseen:.3f}")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from evals.scoring import length_batches, make_scorer
+from evals.scoring import length_batches
 from evals.tasks import BitsPerByte, Blimp, MultipleChoice, TaskDataError, task_totals
 from evals.tasks.base import Request, shard_items, totals_from_vector, totals_vector
 from evals.tasks.bpb import rolling_windows
@@ -66,7 +66,7 @@ def test_sharded_totals_equal_the_single_process_ones(tiny_model) -> None:
     from evals.models import load_model
 
     model = load_model(tiny_model.hf_dir, backend="ours", device="cpu")
-    score = make_scorer(model.forward, batch_size=16)
+    score = model.scorer(batch_size=16)
     tasks = [Blimp(blimp_spread(60)), MultipleChoice.from_path(MC_EXAMPLE), BitsPerByte(tiny_model.unseen[:3])]
     for task in tasks:
         whole = task.metrics(task_totals(task, model.encoder, score, range(len(task))))
@@ -87,6 +87,6 @@ def test_padding_and_batching_do_not_change_scores(tiny_model) -> None:
     model = load_model(tiny_model.hf_dir, backend="ours", device="cpu")
     task = Blimp(blimp_spread(80))
     reqs = [r for rs in task.requests(model.encoder, range(len(task))) for r in rs]
-    one = make_scorer(model.forward, batch_size=1)(reqs)
-    batched = make_scorer(model.forward, batch_size=64)(reqs)
+    one = model.scorer(batch_size=1)(reqs)
+    batched = model.scorer(batch_size=64)(reqs)
     assert max(abs(a - b) for a, b in zip(one, batched, strict=True)) <= 1e-4
