@@ -1,0 +1,86 @@
+"""`python -m evals.ablate`: two real datasets through the project's CLIs, equal budgets, resumable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from evals.ablate import SpecError, load_spec
+from tests.evals.conftest import shared_or_skip, wiki_articles
+from tests.evals.helpers import REPO, blimp_spread, write_jsonl
+
+
+def ablate_cli(spec, out) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = [sys.executable, "-m", "evals.ablate", str(spec), "--out", str(out)]
+    return subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.e2e
+def test_ablation_of_two_datasets_writes_results_and_resumes(tmp_path) -> None:
+    articles = wiki_articles()
+    shakespeare = shared_or_skip("tinyshakespeare", "input.txt").read_text(encoding="utf-8")
+    wiki = tmp_path / "wiki" / "curated"
+    wiki.mkdir(parents=True)
+    pq.write_table(pa.table({"text": articles[:12]}), wiki / "a.parquet")
+    plays = tmp_path / "plays"
+    plays.mkdir()
+    pq.write_table(
+        pa.table({"text": [shakespeare[i : i + 20000] for i in range(0, 200000, 20000)]}), plays / "a.parquet"
+    )
+    write_jsonl([{"text": t} for t in articles[40:43]], tmp_path / "held_out.jsonl")
+    write_jsonl(blimp_spread(100), tmp_path / "blimp.jsonl")
+    spec = {
+        "datasets": [{"name": "wiki", "path": "wiki"}, {"name": "plays", "path": "plays/*.parquet"}],
+        "tokenizer_sample_chars": 100000,
+        "vocab_size": 512,
+        "model": "tiny",
+        "tokens": 40000,
+        "max_repetition": 2,
+        "seq_len": 64,
+        "seeds": [0, 1],
+        "eval_points": 2,
+        "train": {"micro_batch": 8, "lr": 0.01, "nproc": 1, "extra": ["--no-bf16"]},
+        "tasks": {"bpb": "held_out.jsonl", "blimp": "blimp.jsonl"},
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    out = tmp_path / "ablation"
+    proc = ablate_cli(tmp_path / "spec.yaml", out)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    report = json.loads((out / "ablation.json").read_text())
+    runs = report["runs"]
+    assert {(r["dataset"], r["seed"]) for r in runs} == {(d, s) for d in ("wiki", "plays") for s in (0, 1)}
+    assert len(runs) == 8  # 2 datasets x 2 seeds x 2 evaluation points
+    for r in runs:
+        assert set(r["metrics"]) == {"bpb", "blimp"} and r["tokens"] > 0
+    final = {d: max(r["tokens"] for r in runs if r["dataset"] == d) for d in ("wiki", "plays")}
+    assert final["wiki"] == final["plays"]  # the same budget for every dataset
+    wiki_bpb = [r["metrics"]["bpb"] for r in runs if r["dataset"] == "wiki" and r["tokens"] == final["wiki"]]
+    plays_bpb = [r["metrics"]["bpb"] for r in runs if r["dataset"] == "plays" and r["tokens"] == final["plays"]]
+    print(f"held-out Wikipedia bpb: trained on wiki {wiki_bpb}, on plays {plays_bpb}")
+    assert max(wiki_bpb) < min(plays_bpb)  # in-domain data wins on in-domain held-out text
+    assert (out / "plots" / "bpb.png").is_file() and "wiki" in (out / "index.html").read_text()
+
+    again = ablate_cli(tmp_path / "spec.yaml", out)  # everything done: nothing retrained or re-evaluated
+    assert again.returncode == 0 and "[ablate] train" not in again.stdout and "[ablate] mixture" not in again.stdout
+    assert json.loads((out / "ablation.json").read_text()) == report
+
+
+def test_bad_specs_are_refused(tmp_path) -> None:
+    with pytest.raises(SpecError, match="does not exist"):
+        load_spec(tmp_path / "none.yaml")
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"datasets": [], "tokens": 1, "tasks": {}}))
+    with pytest.raises(SpecError, match="non-empty"):
+        load_spec(tmp_path / "s.yaml")
+    (tmp_path / "s.yaml").write_text(
+        yaml.safe_dump({"datasets": [{"name": "a", "path": "x"}], "tokens": 1, "tasks": {}, "budget": 3})
+    )
+    with pytest.raises(SpecError, match="unknown keys"):
+        load_spec(tmp_path / "s.yaml")
