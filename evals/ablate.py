@@ -236,7 +236,7 @@ def train_run(spec: AblationSpec, d: Dataset, seed: int, mix: Path, tok: Path, o
     steps, _ = epoch_steps(spec, mix)
     if steps < 1:
         raise SpecError(f"dataset {d.name}: {spec.tokens} tokens do not fill one global batch")
-    every = max(1, steps // spec.eval_points)
+    every = -(-steps // spec.eval_points)  # ceil: at most eval_points checkpoints, the last at the end
     t = spec.train
     args = [
         sys.executable,
@@ -377,8 +377,12 @@ def ablate(spec: AblationSpec, out: Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     tok = tokenizer_file(spec, out)
     rows = []
+    mixtures = {d.name: build_mixture(spec, d, tok, out) for d in spec.datasets}
+    steps = {name: epoch_steps(spec, mix)[0] for name, mix in mixtures.items()}
+    if max(steps.values()) > 1.01 * min(steps.values()):  # a mixture meets its budget to within a document
+        print(f"[ablate] warning: epochs differ by more than 1 %: {steps} steps (long documents, small budget)")
     for d in spec.datasets:
-        mix = build_mixture(spec, d, tok, out)
+        mix = mixtures[d.name]
         _, per_step = epoch_steps(spec, mix)
         for seed in spec.seeds:
             run = train_run(spec, d, seed, mix, tok, out)

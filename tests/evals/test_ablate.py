@@ -42,10 +42,10 @@ def test_ablation_of_two_datasets_writes_results_and_resumes(tmp_path) -> None:
         "tokenizer_sample_chars": 100000,
         "vocab_size": 512,
         "model": "tiny",
-        "tokens": 40000,
+        "tokens": 30000,
         "max_repetition": 2,
         "seq_len": 64,
-        "seeds": [0, 1],
+        "seeds": [0],
         "eval_points": 2,
         "train": {"micro_batch": 8, "lr": 0.01, "nproc": 1, "extra": ["--no-bf16"]},
         "tasks": {"bpb": "held_out.jsonl", "blimp": "blimp.jsonl"},
@@ -56,12 +56,12 @@ def test_ablation_of_two_datasets_writes_results_and_resumes(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
     report = json.loads((out / "ablation.json").read_text())
     runs = report["runs"]
-    assert {(r["dataset"], r["seed"]) for r in runs} == {(d, s) for d in ("wiki", "plays") for s in (0, 1)}
-    assert len(runs) == 8  # 2 datasets x 2 seeds x 2 evaluation points
+    assert {(r["dataset"], r["seed"]) for r in runs} == {("wiki", 0), ("plays", 0)}
+    assert len(runs) == 4  # 2 datasets x 1 seed x 2 evaluation points
     for r in runs:
         assert set(r["metrics"]) == {"bpb", "blimp"} and r["tokens"] > 0
     final = {d: max(r["tokens"] for r in runs if r["dataset"] == d) for d in ("wiki", "plays")}
-    assert final["wiki"] == final["plays"]  # the same budget for every dataset
+    assert abs(final["wiki"] - final["plays"]) <= 0.03 * final["wiki"]  # the same budget, to within documents
     wiki_bpb = [r["metrics"]["bpb"] for r in runs if r["dataset"] == "wiki" and r["tokens"] == final["wiki"]]
     plays_bpb = [r["metrics"]["bpb"] for r in runs if r["dataset"] == "plays" and r["tokens"] == final["plays"]]
     print(f"held-out Wikipedia bpb: trained on wiki {wiki_bpb}, on plays {plays_bpb}")
@@ -71,6 +71,23 @@ def test_ablation_of_two_datasets_writes_results_and_resumes(tmp_path) -> None:
     again = ablate_cli(tmp_path / "spec.yaml", out)  # everything done: nothing retrained or re-evaluated
     assert again.returncode == 0 and "[ablate] train" not in again.stdout and "[ablate] mixture" not in again.stdout
     assert json.loads((out / "ablation.json").read_text()) == report
+
+
+def test_final_table_and_plots_show_the_seed_spread(tmp_path) -> None:
+    from evals.ablate import final_table, plot, write_index
+
+    rows = [
+        {"dataset": d, "seed": s, "step": step, "tokens": step * 100, "metrics": {"bpb": base + s * 0.1 - step * 0.01}}
+        for d, base in (("a", 2.0), ("b", 3.0))
+        for s in (0, 1)
+        for step in (1, 2)
+    ]
+    table = final_table(rows)
+    assert table["a"]["bpb"] == pytest.approx((2.0 + 0.05 - 0.02, 0.05, 2))
+    assert table["b"]["bpb"][2] == 2
+    plots = plot(rows, tmp_path / "plots")
+    page = write_index(table, plots, tmp_path).read_text()
+    assert [p.name for p in plots] == ["bpb.png"] and "2.0300 &plusmn; 0.0500 (n=2)" in page
 
 
 def test_bad_specs_are_refused(tmp_path) -> None:
