@@ -1,0 +1,128 @@
+"""BLiMP evaluation speed: ours (`evals.tasks.Blimp` on our plain-PyTorch model) vs lm-evaluation-harness's
+`hf` backend (HFLM, transformers' LlamaForCausalLM), on the same exported model and the same pairs.
+
+    python -m bench.evals                              # 2,000 BLiMP pairs, tiny preset, 3 repeats
+    python -m bench.evals --model out/train/hf --pairs 5000 --batch-size 64
+
+Without --model, a randomly initialised model of `--preset` is exported with the shared GPT-Neo
+tokenizer (speed does not depend on the weights). Both sides load the model once, outside the
+timing; each timing runs from the JSONL file to the accuracy (reading, tokenizing, batching,
+forwards). The two run one after the other in each repeat, in alternating order, in this process
+with the same torch threads and batch size. Medians of pairs per second and their ratio are
+printed (wall time, and per CPU second of this process, steadier on a shared machine); the last
+line says whether both sides counted the same right pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from evals.harness import hf_model, run_lm_eval
+from evals.models import load_model
+from evals.tasks import Blimp, evaluate
+from tests.shared_data import shared_data_dir
+
+
+def random_export(preset: str, tok_file: Path, out: Path) -> Path:
+    """A randomly initialised model of `preset` with `tok_file`, exported for both sides."""
+    from tokenizers import Tokenizer
+
+    from trainer.config import get_preset
+    from trainer.export_hf import export_hf
+    from trainer.model import Transformer
+
+    vocab = Tokenizer.from_file(str(tok_file)).get_vocab_size(with_added_tokens=True)
+    cfg = get_preset(preset).with_vocab(vocab)
+    torch.manual_seed(0)
+    eos = Tokenizer.from_file(str(tok_file)).token_to_id("<|endoftext|>")
+    export_hf(Transformer(cfg).state_dict(), cfg, out, tokenizer=tok_file, eos_id=eos, bos_id=eos)
+    named = {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}  # what AutoTokenizer (lm-eval) reads
+    (out / "tokenizer_config.json").write_text(json.dumps({**named, "tokenizer_class": "PreTrainedTokenizerFast"}))
+    (out / "special_tokens_map.json").write_text(json.dumps(named))
+    return out
+
+
+def blimp_subset(n: int, out: Path) -> Path:
+    """`n` pairs spread evenly over the shared BLiMP file (most paradigms), as plain JSONL."""
+    import gzip
+
+    with gzip.open(shared_data_dir() / "blimp" / "blimp.jsonl.gz", "rt", encoding="utf-8") as handle:
+        lines = handle.readlines()
+    step = max(1, len(lines) // n)
+    out.write_text("".join(lines[::step][:n]), encoding="utf-8")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, help="an exported HF folder (default: a random --preset model)")
+    parser.add_argument("--preset", default="tiny")
+    parser.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=shared_data_dir() / "reference_tokenizer_gpt_neo" / "tokenizer.json",
+        help="tokenizer.json of the random model (default: the shared GPT-Neo one, 50,257 tokens)",
+    )
+    parser.add_argument("--pairs", type=int, default=2000)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bench-evals-"))
+    os.environ.setdefault("HF_HOME", str(work / "hf_home"))
+    model_dir = args.model or random_export(args.preset, args.tokenizer, work / "model")
+    pairs = blimp_subset(args.pairs, work / "blimp.jsonl")
+    ours_model = load_model(model_dir, backend="ours", device=args.device)
+    lm = hf_model(model_dir, args.batch_size, args.device)
+    n = sum(1 for _ in pairs.open())
+    print(
+        f"model {model_dir} ({ours_model.backend}), {n} pairs, batch {args.batch_size}, "
+        f"torch threads {torch.get_num_threads()}, device {args.device}"
+    )
+
+    def ours() -> float:
+        task = Blimp.from_path(pairs)
+        return evaluate(task, ours_model.encoder, ours_model.scorer(args.batch_size))["accuracy"]
+
+    def theirs() -> float:
+        return run_lm_eval(lm, {"blimp": pairs})["blimp"]["metrics"]["acc"]
+
+    rates: dict[str, list[float]] = {"ours": [], "lm-eval hf": []}
+    cpu_rates: dict[str, list[float]] = {"ours": [], "lm-eval hf": []}
+    accuracy: dict[str, float] = {}
+    sides = [("ours", ours), ("lm-eval hf", theirs)]
+    for repeat in range(args.repeats):
+        for name, fn in sides if repeat % 2 == 0 else sides[::-1]:
+            start, cpu_start = time.perf_counter(), time.process_time()
+            accuracy[name] = fn()
+            seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+            rates[name].append(n / seconds)
+            cpu_rates[name].append(n / cpu)
+            print(
+                f"repeat {repeat + 1} {name:>10}: {n / seconds:9.1f} pairs/s ({seconds:.2f} s wall, {cpu:.2f} s CPU), "
+                f"accuracy {accuracy[name]:.4f}"
+            )
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    cpu_med = {k: statistics.median(v) for k, v in cpu_rates.items()}
+    print(
+        f"median pairs/s: ours {med['ours']:.1f}, lm-eval hf {med['lm-eval hf']:.1f}, "
+        f"ratio {med['ours'] / med['lm-eval hf']:.2f}x; same right pairs: "
+        f"{round(accuracy['ours'] * n) == round(accuracy['lm-eval hf'] * n)}"
+    )
+    print(
+        f"median pairs per CPU second: ours {cpu_med['ours']:.1f}, lm-eval hf {cpu_med['lm-eval hf']:.1f}, "
+        f"ratio {cpu_med['ours'] / cpu_med['lm-eval hf']:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,428 @@
+"""FineWeb-style ablation: the same small model trained on an equal token budget of each dataset, compared.
+
+    python -m evals.ablate SPEC.yaml --out DIR
+
+SPEC (YAML; relative paths resolve against the spec's folder):
+
+    datasets:                       # each a run directory (deduped/, else curated/) or a parquet glob
+      - {name: raw, path: out/raw/WEB}
+      - {name: fineweb, path: "out/fineweb/WEB/curated/*.parquet"}
+    tokenizer: out/tokenizer        # optional: else a BPE trained on an equal sample of each dataset
+    tokenizer_sample_chars: 2000000 # characters per dataset for that BPE
+    vocab_size: 4096
+    model: tiny                     # a trainer preset
+    tokens: 2000000                 # token budget of every run (the mixture's target_tokens)
+    max_repetition: 4               # how often a small dataset may repeat to reach the budget
+    seq_len: 256
+    seeds: [0, 1]
+    eval_points: 4                  # checkpoints evaluated during each run (the last one at the end)
+    train: {micro_batch: 8, grad_accum: 1, lr: 0.003, nproc: 1, extra: ["--no-bf16"]}
+    tasks: {bpb: ../shared/data/wikitext2_articles/articles_valid.jsonl,
+            blimp: ../shared/data/blimp/blimp.jsonl.gz}
+    limit: 5000                     # items per task at each evaluation (optional)
+
+Every stage is the project's own CLI in a subprocess (`tokenizer.train`, `mixtures.build`,
+`torchrun trainer/fsdp_train.py`, `evals.run`), each step skipped when its output exists, so the
+same command resumes (a killed training resumes from its last checkpoint). Writes
+`DIR/ablation.json` (`{"runs": [{"dataset", "seed", "step", "tokens", "metrics"}]}`, one row per
+evaluated checkpoint), `DIR/plots/<metric>.png` (each metric against tokens, one line per dataset:
+the seed mean, the seed range as a band) and `DIR/index.html` (the final table and the plots).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import html
+import json
+import os
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from evals.run import write_json_atomic
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class SpecError(ValueError):
+    """The ablation spec is unusable: a one-line error."""
+
+
+@dataclass
+class Dataset:
+    name: str
+    path: str  # a run directory or a parquet glob
+
+
+@dataclass
+class AblationSpec:
+    datasets: list[Dataset]
+    tokens: int
+    tasks: dict[str, str]
+    tokenizer: str | None = None
+    tokenizer_sample_chars: int = 2_000_000
+    vocab_size: int = 4096
+    model: str = "tiny"
+    max_repetition: float = 1.0
+    seq_len: int = 256
+    seeds: list[int] = field(default_factory=lambda: [0])
+    eval_points: int = 4
+    train: dict[str, Any] = field(default_factory=dict)
+    limit: int | None = None
+
+
+def load_spec(path: Path) -> AblationSpec:
+    if not path.is_file():
+        raise SpecError(f"spec {path} does not exist")
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"{path}: the spec must be a mapping")
+    base = path.resolve().parent
+    known = set(AblationSpec.__dataclass_fields__)
+    if set(raw) - known:
+        raise SpecError(f"{path}: unknown keys {sorted(set(raw) - known)}")
+    for key in ("datasets", "tokens", "tasks"):
+        if key not in raw:
+            raise SpecError(f"{path}: missing `{key}`")
+    if not isinstance(raw["datasets"], list) or not raw["datasets"]:
+        raise SpecError(f"{path}: `datasets` must be a non-empty list")
+    datasets = []
+    for i, d in enumerate(raw["datasets"]):
+        if not isinstance(d, dict) or not {"name", "path"} <= set(d):
+            raise SpecError(f"{path}: datasets[{i}] needs `name` and `path`")
+        datasets.append(Dataset(str(d["name"]), _resolve(base, str(d["path"]))))
+    if len({d.name for d in datasets}) != len(datasets):
+        raise SpecError(f"{path}: dataset names must be unique")
+    tasks = {str(k): _resolve(base, str(v)) for k, v in dict(raw["tasks"]).items()}
+    rest = {k: v for k, v in raw.items() if k not in ("datasets", "tasks")}
+    if rest.get("tokenizer"):
+        rest["tokenizer"] = _resolve(base, str(rest["tokenizer"]))
+    spec = AblationSpec(datasets=datasets, tasks=tasks, **rest)
+    if spec.eval_points < 1 or spec.tokens < 1 or not spec.seeds:
+        raise SpecError(f"{path}: eval_points, tokens and seeds must be positive / non-empty")
+    return spec
+
+
+def _resolve(base: Path, path: str) -> str:
+    return path if os.path.isabs(path) else str(base / path)
+
+
+def dataset_files(dataset: Dataset) -> list[Path]:
+    """Parquet files of a dataset: a run directory's deduped/ (else curated/), a folder, or a glob."""
+    root = Path(dataset.path)
+    if root.is_dir():
+        for sub in ("deduped", "curated"):
+            if (root / sub).is_dir():
+                root = root / sub
+                break
+        files = sorted(root.rglob("*.parquet"))
+    else:
+        files = sorted(Path(p) for p in glob.glob(dataset.path, recursive=True))
+    if not files:
+        raise SpecError(f"dataset {dataset.name}: no parquet files at {dataset.path}")
+    return files
+
+
+def run_step(args: list[str], log: Path) -> None:
+    """One CLI in a subprocess, output to `log`; a failure stops the ablation with the log's tail."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    with log.open("w") as handle:
+        proc = subprocess.run(args, cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    if proc.returncode:
+        tail = log.read_text()[-1500:]
+        raise RuntimeError(f"{' '.join(args[:4])} ... failed ({proc.returncode}); see {log}\n{tail}")
+
+
+def equal_sample(spec: AblationSpec, out: Path) -> Path:
+    """The first `tokenizer_sample_chars` characters of each dataset, one parquet per dataset."""
+    out.mkdir(parents=True, exist_ok=True)
+    for d in spec.datasets:
+        texts, chars = [], 0
+        for file in dataset_files(d):
+            for text in pq.read_table(file, columns=["text"]).column("text").to_pylist():
+                if chars >= spec.tokenizer_sample_chars:
+                    break
+                texts.append(text[: spec.tokenizer_sample_chars - chars])
+                chars += len(texts[-1])
+        tmp = out / f".{d.name}.parquet.tmp"
+        pq.write_table(pa.table({"text": texts}), tmp)
+        os.replace(tmp, out / f"{d.name}.parquet")
+    return out
+
+
+def tokenizer_file(spec: AblationSpec, out: Path) -> Path:
+    if spec.tokenizer:
+        tok = Path(spec.tokenizer)
+        return tok / "tokenizer.json" if tok.is_dir() else tok
+    tok_dir = out / "tokenizer"
+    if not (tok_dir / "tokenizer.json").is_file():
+        sample = equal_sample(spec, out / "tokenizer_sample")
+        print(f"[ablate] tokenizer: BPE {spec.vocab_size} on {spec.tokenizer_sample_chars:,} chars of each dataset")
+        run_step(
+            [
+                sys.executable,
+                "-m",
+                "tokenizer.train",
+                "--input",
+                str(sample),
+                "--out",
+                str(tok_dir),
+                "--vocab-size",
+                str(spec.vocab_size),
+                "--char-budget",
+                str(spec.tokenizer_sample_chars * len(spec.datasets)),
+                "--quiet",
+            ],
+            out / "logs" / "tokenizer.log",
+        )
+    return tok_dir / "tokenizer.json"
+
+
+def build_mixture(spec: AblationSpec, d: Dataset, tok: Path, out: Path) -> Path:
+    mix = out / "mixtures" / d.name
+    if (mix / "manifest.json").is_file():
+        return mix
+    mix_spec = {
+        "tokenizer": str(tok),
+        "target_tokens": spec.tokens,
+        "seq_len": spec.seq_len,
+        "seed": 0,
+        "sources": [
+            {
+                "name": d.name,
+                "path": [str(f) for f in dataset_files(d)],
+                "weight": 1.0,
+                "max_repetition": spec.max_repetition,
+            }
+        ],
+    }
+    spec_file = out / "mixtures" / f"{d.name}.yaml"
+    spec_file.parent.mkdir(parents=True, exist_ok=True)
+    spec_file.write_text(yaml.safe_dump(mix_spec))
+    print(f"[ablate] mixture {d.name}: {spec.tokens:,} tokens")
+    run_step(
+        [sys.executable, "-m", "mixtures.build", str(spec_file), "--out", str(mix), "--overwrite", "--quiet"],
+        out / "logs" / f"mixture_{d.name}.log",
+    )
+    return mix
+
+
+def epoch_steps(spec: AblationSpec, mix: Path) -> tuple[int, int]:
+    """(optimizer steps of one epoch, tokens per step), as the trainer will cut the epoch."""
+    from mixtures.reader import ShardReader
+    from trainer.data import EpochPlan, WindowIndex
+
+    t = spec.train
+    index = WindowIndex(ShardReader(mix, verify=False), spec.seq_len)
+    plan = EpochPlan(
+        index.num_windows, t.get("micro_batch", 8), t.get("grad_accum", 1), t.get("nproc", 1), spec.seq_len
+    )
+    return plan.steps, plan.tokens_per_step
+
+
+def train_run(spec: AblationSpec, d: Dataset, seed: int, mix: Path, tok: Path, out: Path) -> Path:
+    run = out / "runs" / d.name / f"seed_{seed}"
+    if (run / "hf" / "config.json").is_file():
+        return run
+    steps, _ = epoch_steps(spec, mix)
+    if steps < 1:
+        raise SpecError(f"dataset {d.name}: {spec.tokens} tokens do not fill one global batch")
+    every = -(-steps // spec.eval_points)  # ceil: at most eval_points checkpoints, the last at the end
+    t = spec.train
+    args = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={t.get('nproc', 1)}",
+        str(REPO / "trainer" / "fsdp_train.py"),
+        "--shards",
+        str(mix),
+        "--tokenizer",
+        str(tok),
+        "--model",
+        spec.model,
+        "--out",
+        str(run),
+        "--seed",
+        str(seed),
+        "--checkpoint-every",
+        str(every),
+        "--keep-checkpoints",
+        str(spec.eval_points + 2),
+        "--micro-batch",
+        str(t.get("micro_batch", 8)),
+        "--grad-accum",
+        str(t.get("grad_accum", 1)),
+        "--lr",
+        str(t.get("lr", 3e-3)),
+        *map(str, t.get("extra", [])),
+    ]
+    if (run / "checkpoints").is_dir() and any((run / "checkpoints").glob("step_*")):
+        args.append("--resume")
+    print(f"[ablate] train {d.name} seed {seed}: {steps} steps, a checkpoint every {every}")
+    run_step(args, out / "logs" / f"train_{d.name}_seed{seed}.log")
+    return run
+
+
+def evaluate_run(spec: AblationSpec, run: Path, out: Path) -> list[tuple[int, dict[str, Any]]]:
+    """`evals.run` on every checkpoint of the run (skipping those already evaluated)."""
+    results = []
+    for ckpt in sorted((run / "checkpoints").glob("step_*")):
+        step = int(ckpt.name.split("_")[1])
+        dest = run / "evals" / f"{ckpt.name}.json"
+        if not dest.is_file():
+            args = [sys.executable, "-m", "evals.run", str(ckpt), "--out", str(dest), "--no-progress"]
+            args += [f"--task={k}={v}" for k, v in spec.tasks.items()]
+            args += ["--limit", str(spec.limit)] if spec.limit else []
+            run_step(args, out / "logs" / f"eval_{run.parent.name}_{run.name}_{ckpt.name}.log")
+        results.append((step, json.loads(dest.read_text())["tasks"]))
+    return results
+
+
+def flat_metrics(tasks: dict[str, Any]) -> dict[str, float]:
+    """One number per task: bpb's bits per byte, BLiMP's accuracy, mc's acc and acc_norm."""
+    out = {}
+    for name, r in tasks.items():
+        if name == "bpb":
+            out["bpb"] = r["bits_per_byte"]
+        elif name == "blimp":
+            out["blimp"] = r["accuracy"]
+        elif name == "mc":
+            out["mc_acc"], out["mc_acc_norm"] = r["acc"], r["acc_norm"]
+    return out
+
+
+def final_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, tuple[float, float, int]]]:
+    """dataset -> metric -> (mean, half range over seeds, seeds) at each run's last evaluation."""
+    last: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["dataset"], r["seed"])
+        if key not in last or r["step"] > last[key]["step"]:
+            last[key] = r
+    table: dict[str, dict[str, tuple[float, float, int]]] = {}
+    for dataset in dict.fromkeys(r["dataset"] for r in rows):
+        finals = [r for (d, _), r in last.items() if d == dataset]
+        table[dataset] = {}
+        for metric in finals[0]["metrics"]:
+            vals = [f["metrics"][metric] for f in finals]
+            table[dataset][metric] = (statistics.fmean(vals), (max(vals) - min(vals)) / 2, len(vals))
+    return table
+
+
+def plot(rows: list[dict[str, Any]], out: Path) -> list[Path]:
+    """Each metric against tokens; per dataset the seed mean as a line and the seed range as a band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for metric in dict.fromkeys(m for r in rows for m in r["metrics"]):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for dataset in dict.fromkeys(r["dataset"] for r in rows):
+            by_tokens: dict[int, list[float]] = {}
+            for r in rows:
+                if r["dataset"] == dataset:
+                    by_tokens.setdefault(r["tokens"], []).append(r["metrics"][metric])
+            xs = sorted(by_tokens)
+            ax.plot(xs, [statistics.fmean(by_tokens[x]) for x in xs], marker="o", label=dataset)
+            ax.fill_between(xs, [min(by_tokens[x]) for x in xs], [max(by_tokens[x]) for x in xs], alpha=0.2)
+        ax.set_xlabel("training tokens")
+        ax.set_ylabel(metric)
+        ax.legend()
+        ax.grid(alpha=0.3)
+        path = out / f"{metric}.png"
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def write_index(table: dict[str, dict[str, tuple[float, float, int]]], plots: list[Path], out: Path) -> Path:
+    metrics = list(next(iter(table.values())))
+    head = "".join(f"<th>{html.escape(m)}</th>" for m in metrics)
+    body = "".join(
+        f"<tr><td>{html.escape(d)}</td>"
+        + "".join(f"<td>{v[0]:.4f} &plusmn; {v[1]:.4f} (n={v[2]})</td>" for v in (row[m] for m in metrics))
+        + "</tr>"
+        for d, row in table.items()
+    )
+    imgs = "".join(f'<figure><img src="plots/{p.name}"><figcaption>{p.stem}</figcaption></figure>' for p in plots)
+    page = (
+        "<!doctype html><meta charset='utf-8'><title>ablation</title>"
+        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:4px 10px;border-bottom:1px solid #ddd}"
+        "figure{display:inline-block}</style><h1>Ablation</h1>"
+        "<p>Final evaluation of each run: mean over seeds &plusmn; half the seed range. bpb: lower is better; "
+        "accuracies: higher is better.</p>"
+        f"<table><tr><th>dataset</th>{head}</tr>{body}</table>{imgs}"
+    )
+    path = out / "index.html"
+    path.write_text(page)
+    return path
+
+
+def ablate(spec: AblationSpec, out: Path) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    tok = tokenizer_file(spec, out)
+    rows = []
+    mixtures = {d.name: build_mixture(spec, d, tok, out) for d in spec.datasets}
+    steps = {name: epoch_steps(spec, mix)[0] for name, mix in mixtures.items()}
+    if max(steps.values()) > 1.01 * min(steps.values()):  # a mixture meets its budget to within a document
+        print(f"[ablate] warning: epochs differ by more than 1 %: {steps} steps (long documents, small budget)")
+    for d in spec.datasets:
+        mix = mixtures[d.name]
+        _, per_step = epoch_steps(spec, mix)
+        for seed in spec.seeds:
+            run = train_run(spec, d, seed, mix, tok, out)
+            for step, tasks in evaluate_run(spec, run, out):
+                rows.append(
+                    {
+                        "dataset": d.name,
+                        "seed": seed,
+                        "step": step,
+                        "tokens": step * per_step,
+                        "metrics": flat_metrics(tasks),
+                    }
+                )
+    report = {"runs": rows}
+    write_json_atomic(out / "ablation.json", report)
+    table = final_table(rows)
+    write_index(table, plot(rows, out / "plots"), out)
+    for d, row in table.items():
+        print(f"[ablate] {d}: " + ", ".join(f"{m} {v[0]:.4f} ± {v[1]:.4f}" for m, v in row.items()))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m evals.ablate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("spec", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        spec = load_spec(args.spec)
+        for d in spec.datasets:
+            dataset_files(d)
+        ablate(spec, args.out)
+    except (SpecError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.out / 'ablation.json'} and {args.out / 'index.html'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

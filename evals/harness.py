@@ -1,0 +1,102 @@
+"""The same tasks run by lm-evaluation-harness's `hf` backend: the oracle for tests and the peer for the bench.
+
+lm-eval is a dev dependency, imported only here. Each task is an lm-eval task config (what a task
+YAML holds) pointing at a local JSONL through the `json` dataset builder, so nothing downloads:
+BLiMP with the settings of lm-eval's own `blimp/_template_yaml`, multiple choice with our format's
+fields. The offline switches are set before `datasets` is imported.
+
+    python -m evals.harness MODEL_DIR --task blimp=pairs.jsonl --task mc=questions.jsonl --out lm_eval.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def task_config(kind: str, data_file: Path) -> dict[str, Any]:
+    """An lm-eval task config for a local BLiMP or multiple-choice JSONL file."""
+    base = {
+        "task": f"cc2model_{kind}",
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"train": str(Path(data_file).resolve())}},
+        "output_type": "multiple_choice",
+        "test_split": "train",
+        "num_fewshot": 0,
+    }
+    if kind == "blimp":  # lm_eval/tasks/blimp/_template_yaml
+        return {
+            **base,
+            "doc_to_text": "",
+            "doc_to_target": 0,
+            "doc_to_choice": "{{[sentence_good, sentence_bad]}}",
+            "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
+        }
+    if kind == "mc":
+        return {
+            **base,
+            "doc_to_text": "context",  # a field name: lm-eval returns the field as is
+            "doc_to_target": "gold",
+            "doc_to_choice": "choices",
+            "metric_list": [
+                {"metric": "acc", "aggregation": "mean", "higher_is_better": True},
+                {"metric": "acc_norm", "aggregation": "mean", "higher_is_better": True},
+            ],
+        }
+    raise ValueError(f"lm-eval bridge knows blimp and mc, not {kind!r}")
+
+
+def hf_model(model_dir: Path, batch_size: int, device: str = "cpu") -> Any:
+    """lm-eval's `hf` backend (HFLM) on an exported folder, fp32."""
+    for key, value in OFFLINE.items():
+        os.environ.setdefault(key, value)
+    from lm_eval.models.huggingface import HFLM
+
+    return HFLM(pretrained=str(model_dir), dtype="float32", batch_size=batch_size, device=device)
+
+
+def run_lm_eval(lm: Any, tasks: dict[str, Path], limit: int | None = None) -> dict[str, Any]:
+    """{kind: {"metrics": {...}, "lls": [[ll per choice] per doc, in file order]}} from lm-eval."""
+    for key, value in OFFLINE.items():
+        os.environ.setdefault(key, value)
+    import lm_eval
+
+    configs = [task_config(kind, path) for kind, path in tasks.items()]
+    out = lm_eval.simple_evaluate(
+        model=lm, tasks=configs, limit=limit, log_samples=True, bootstrap_iters=0, verbosity="ERROR"
+    )
+    report = {}
+    for kind in tasks:
+        name = f"cc2model_{kind}"
+        metrics = {k.split(",")[0]: v for k, v in out["results"][name].items() if k.endswith(",none")}
+        samples = sorted(out["samples"][name], key=lambda s: s["doc_id"])
+        lls = [[float(r[0][0]) for r in s["resps"]] for s in samples]
+        report[kind] = {"metrics": metrics, "lls": lls}
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m evals.harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("model", type=Path)
+    parser.add_argument("--task", action="append", default=[], metavar="KIND=PATH")
+    parser.add_argument("--limit", type=int)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    tasks = {k: Path(p) for k, _, p in (t.partition("=") for t in args.task)}
+    report = run_lm_eval(hf_model(args.model, args.batch_size, args.device), tasks, args.limit)
+    args.out.write_text(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""Load a model to evaluate: an exported Hugging Face folder, a trainer output folder or a DCP checkpoint.
+
+The fast path runs our own plain-PyTorch `trainer.model.Transformer` (the export is a rename, so
+the HF weights map back one to one); `backend="hf"` runs `transformers`' model instead (the
+oracle, and the way to evaluate a Llama-family folder our model cannot represent).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer
+
+from evals.scoring import Forward, make_scorer
+from evals.tasks.base import Encoder, ScoreFn
+from trainer.config import ModelConfig
+
+EOT = "<|endoftext|>"
+
+
+class ModelLoadError(ValueError):
+    """The model folder is missing or not something we can load: a one-line error."""
+
+
+@dataclass
+class LoadedModel:
+    """A model split into `body` (tokens -> final hidden states) and `head` (hidden -> logits), so the
+    scorer runs the vocabulary projection only where a token is scored."""
+
+    path: Path
+    backend: str
+    body: Forward
+    head: Forward
+    encoder: Encoder
+    device: torch.device
+
+    def scorer(self, batch_size: int = 32, progress: Callable[[int], None] | None = None) -> ScoreFn:
+        return make_scorer(self.body, self.device, batch_size=batch_size, progress=progress, head=self.head)
+
+
+def split_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """Our Transformer as (body, head): the output projection is taken out (tied weights stay shared)."""
+    head = model.output
+    model.output = torch.nn.Identity()
+    return model, head
+
+
+def resolve_model_dir(path: Path) -> tuple[str, Path]:
+    """('hf', folder) or ('dcp', step folder) for a HF folder, a trainer --out folder or a checkpoint."""
+    if not path.exists():
+        raise ModelLoadError(f"model {path} does not exist")
+    if (path / "config.json").is_file():
+        return "hf", path
+    if (path / "trainer_state.json").is_file() and (path / ".metadata").is_file():
+        return "dcp", path
+    if (path / "hf" / "config.json").is_file():
+        return "hf", path / "hf"
+    steps = sorted(p for p in (path / "checkpoints").glob("step_*") if (p / ".metadata").is_file())
+    if steps:
+        return "dcp", steps[-1]
+    raise ModelLoadError(f"{path}: neither a Hugging Face folder (config.json), a checkpoint nor a trainer output")
+
+
+def model_config_from_hf(config: dict[str, Any]) -> ModelConfig | None:
+    """Our ModelConfig for an HF Llama/Qwen3 config, or None when our model cannot represent it."""
+    if config.get("model_type") not in ("llama", "qwen3"):
+        return None
+    dim, heads = config["hidden_size"], config["num_attention_heads"]
+    rope = config.get("rope_parameters") or {}
+    if config.get("rope_scaling") or rope.get("rope_type", "default") != "default":
+        return None
+    if config.get("head_dim", dim // heads) != dim // heads or config.get("attention_bias") or config.get("mlp_bias"):
+        return None
+    if config.get("hidden_act", "silu") != "silu":
+        return None
+    return ModelConfig(
+        dim=dim,
+        n_layers=config["num_hidden_layers"],
+        n_heads=heads,
+        n_kv_heads=config.get("num_key_value_heads", heads),
+        ffn_dim=config["intermediate_size"],
+        vocab_size=config["vocab_size"],
+        max_seq_len=config["max_position_embeddings"],
+        rope_theta=float(config.get("rope_theta") or rope.get("rope_theta", 10000.0)),
+        norm_eps=config["rms_norm_eps"],
+        qk_norm=config["model_type"] == "qwen3",
+        tie_embeddings=bool(config.get("tie_word_embeddings", False)),
+    )
+
+
+def our_model(cfg: ModelConfig, hf_weights: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """`trainer.model.Transformer` with weights named as `trainer.export_hf` names them."""
+    from trainer.export_hf import hf_name
+    from trainer.model import Transformer
+
+    with torch.device("meta"):
+        model = Transformer(cfg)
+    model.to_empty(device="cpu")
+    ours = {}
+    for name in model.state_dict():
+        if name == "output.weight" and cfg.tie_embeddings:
+            continue
+        if hf_name(name) not in hf_weights:
+            raise ModelLoadError(f"weights lack {hf_name(name)}")
+        ours[name] = hf_weights[hf_name(name)]
+    model.load_state_dict(ours, strict=not cfg.tie_embeddings)
+    if cfg.tie_embeddings:  # to_empty() gives the tied head its own (uninitialised) storage: tie it again
+        model.output.weight = model.tok_embeddings.weight
+    model.rope_cos, model.rope_sin = _rope(cfg)
+    return model.eval()
+
+
+def _rope(cfg: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    from trainer.model import rope_cos_sin
+
+    return rope_cos_sin(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta)
+
+
+def prefix_token(tokenizer: Tokenizer, folder: Path, bos_id: int | None, eos_id: int | None) -> int:
+    """The token before a scored text, by lm-eval's rule: the tokenizer's BOS, else its EOS.
+
+    BOS/EOS come from tokenizer_config.json when the tokenizer room wrote one, else from the model
+    config's ids, else `<|endoftext|>`.
+    """
+    side = folder / "tokenizer_config.json"
+    named = json.loads(side.read_text()) if side.is_file() else {}
+    for key, fallback in (("bos_token", bos_id), ("eos_token", eos_id)):
+        token = named.get(key)
+        token = token.get("content") if isinstance(token, dict) else token
+        if isinstance(token, str) and tokenizer.token_to_id(token) is not None:
+            return tokenizer.token_to_id(token)
+        if fallback is not None:
+            return int(fallback)
+    if tokenizer.token_to_id(EOT) is not None:
+        return tokenizer.token_to_id(EOT)
+    raise ModelLoadError(f"{folder}: no BOS or EOS token to start a text with")
+
+
+def pick_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def load_model(path: str | Path, backend: str = "auto", device: str = "auto") -> LoadedModel:
+    """The model at `path` with its tokenizer, in fp32, ready to score."""
+    kind, folder = resolve_model_dir(Path(path))
+    dev = pick_device(device)
+    if kind == "dcp":
+        return _load_checkpoint(folder, backend, dev)
+    config = json.loads((folder / "config.json").read_text())
+    if not (folder / "tokenizer.json").is_file():
+        raise ModelLoadError(f"{folder}: no tokenizer.json")
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    cfg = model_config_from_hf(config)
+    if backend == "ours" and cfg is None:
+        raise ModelLoadError(f"{folder}: our model cannot represent this config; use --backend hf")
+    prefix = prefix_token(tokenizer, folder, config.get("bos_token_id"), config.get("eos_token_id"))
+    context = int(config.get("max_position_embeddings") or 2048)
+    encoder = Encoder(tokenizer, prefix, context)
+    if backend == "hf" or cfg is None:
+        return LoadedModel(folder, "transformers", *_transformers_parts(folder, dev), encoder, dev)
+    from safetensors.torch import load_file
+
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise ModelLoadError(f"{folder}: no .safetensors weights")
+    weights = {k: v.float() for f in files for k, v in load_file(str(f)).items()}
+    model = our_model(cfg, weights).to(dev)
+    return LoadedModel(folder, "ours", *split_head(model), encoder, dev)
+
+
+def _transformers_parts(folder: Path, device: torch.device) -> tuple[Forward, Forward]:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device).eval()
+
+    def body(tokens: torch.Tensor) -> torch.Tensor:
+        return model.model(input_ids=tokens, use_cache=False).last_hidden_state
+
+    return body, model.get_output_embeddings()
+
+
+def _load_checkpoint(step: Path, backend: str, device: torch.device) -> LoadedModel:
+    """A DCP checkpoint, gathered in this process; its tokenizer from trainer_state.json."""
+    from trainer.export_hf import load_checkpoint_model
+    from trainer.model import Transformer
+
+    if backend == "hf":
+        raise ModelLoadError(f"{step}: a checkpoint runs on our model; export it (trainer.export_hf) for --backend hf")
+    weights, state = load_checkpoint_model(step)
+    cfg = ModelConfig(**state["model_config"])
+    tok = state.get("tokenizer") or {}
+    tok_path = Path(tok.get("path") or "")
+    if not tok_path.is_file():
+        raise ModelLoadError(f"{step}: tokenizer {tok_path} named in trainer_state.json is missing")
+    tokenizer = Tokenizer.from_file(str(tok_path))
+    model = Transformer(cfg)
+    model.load_state_dict(weights)
+    prefix = prefix_token(tokenizer, tok_path.parent, tok.get("bos_id"), tok.get("eos_id"))
+    body, head = split_head(model.eval().to(device))
+    return LoadedModel(step, "ours", body, head, Encoder(tokenizer, prefix, cfg.max_seq_len), device)

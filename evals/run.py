@@ -1,0 +1,124 @@
+"""Evaluate a model on local task files and write the figures as JSON.
+
+    python -m evals.run out/train/hf --task blimp=../shared/data/blimp/blimp.jsonl.gz \
+        --task bpb=held_out/ --task mc=evals/data/mc_example.jsonl --out eval.json
+
+MODEL: an exported Hugging Face folder (config.json, model.safetensors, tokenizer.json), a trainer
+--out folder (its hf/, else its newest checkpoint) or a checkpoint step_* folder.
+Tasks: blimp (BLiMP JSONL), bpb (.txt / .jsonl(.gz) / parquet with `text`, or a folder of them),
+mc (JSONL with context, choices, gold; see evals/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from evals.models import LoadedModel, ModelLoadError, load_model
+from evals.tasks import TASKS, Task, TaskDataError, evaluate, load_task
+from evals.tasks.blimp import Blimp, comparison_table, read_reference
+
+
+def parse_task(spec: str) -> tuple[str, Path]:
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not path:
+        raise TaskDataError(f"--task wants NAME=PATH, got {spec!r}")
+    if name not in TASKS:
+        raise TaskDataError(f"unknown task {name!r}; choose from {', '.join(sorted(TASKS))}")
+    return name, Path(path)
+
+
+def run_task(task: Task, model: LoadedModel, batch_size: int, limit: int | None, progress: bool) -> dict[str, Any]:
+    """One task over the model with a progress bar counted in scored sequences."""
+    bar = tqdm(desc=task.name, unit="seq", disable=not progress, dynamic_ncols=True)
+    score = model.scorer(batch_size=batch_size, progress=bar.update)
+    try:
+        return evaluate(task, model.encoder, score, limit=limit)
+    finally:
+        bar.close()
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(data, handle, indent=1)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+def summary_line(name: str, result: dict[str, Any]) -> str:
+    if name == "blimp":
+        return f"blimp: accuracy {100 * result['accuracy']:.2f} % on {result['n']} pairs"
+    if name == "bpb":
+        return f"bpb: {result['bits_per_byte']:.4f} bits/byte over {result['bytes']} bytes ({result['tokens']} tokens)"
+    return f"mc: acc {result['acc']:.4f}, acc_norm {result['acc_norm']:.4f} on {result['n']} questions"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m evals.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("model", type=Path, help="HF folder, trainer output folder or checkpoint step_* folder")
+    parser.add_argument("--task", action="append", default=[], metavar="NAME=PATH", help="repeatable")
+    parser.add_argument("--limit", type=int, help="only the first N items of each task")
+    parser.add_argument("--batch-size", type=int, default=32, help="sequences per forward (default 32)")
+    parser.add_argument("--out", type=Path, help="where to write the JSON (default: print only)")
+    parser.add_argument(
+        "--backend", choices=["auto", "ours", "hf"], default="auto", help="model code: ours or transformers"
+    )
+    parser.add_argument("--device", default="auto", help="auto (cuda when present), cpu, cuda, cuda:1 ...")
+    parser.add_argument("--bpb-stride", type=int, help="sliding-window stride for bpb (default: context // 2)")
+    parser.add_argument("--blimp-reference", type=Path, help="models_summary.jsonl (default: beside the BLiMP file)")
+    parser.add_argument("--no-progress", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        if not args.task:
+            raise TaskDataError("no --task given")
+        if args.limit is not None and args.limit < 1:
+            raise TaskDataError("--limit must be >= 1")
+        if args.batch_size < 1:
+            raise TaskDataError("--batch-size must be >= 1")
+        specs = [parse_task(s) for s in args.task]
+        names = [n for n, _ in specs]
+        if len(set(names)) != len(names):
+            raise TaskDataError(f"each task once: {', '.join(names)}")
+        tasks = {name: load_task(name, path) for name, path in specs}  # bad data fails before the model loads
+        if args.bpb_stride is not None and "bpb" in tasks:
+            tasks["bpb"].stride = args.bpb_stride  # type: ignore[attr-defined]
+        model = load_model(args.model, backend=args.backend, device=args.device)
+        results: dict[str, Any] = {}
+        for name, task in tasks.items():
+            start = time.perf_counter()
+            results[name] = run_task(task, model, args.batch_size, args.limit, not args.no_progress)
+            print(f"{summary_line(name, results[name])}  [{time.perf_counter() - start:.1f} s]", flush=True)
+            if isinstance(task, Blimp):
+                ref = args.blimp_reference or dict(specs)["blimp"].parent / "models_summary.jsonl"
+                if ref.is_file():
+                    print(comparison_table(results[name], task, read_reference(ref)), flush=True)
+    except (TaskDataError, ModelLoadError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    report = {"model": str(args.model), "tasks": results}
+    if args.out:
+        write_json_atomic(args.out, report)
+        print(f"wrote {args.out}")
+    else:
+        print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

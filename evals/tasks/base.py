@@ -1,0 +1,151 @@
+"""What every task shares: the request a model scores, the encoder a task tokenizes with, and the loop.
+
+A task is data plus a scoring rule (lm-evaluation-harness's idea). It turns its items into
+`Request`s, a `ScoreFn` returns each request's summed log-probability, and the task folds the scores
+into *additive* totals (counts, sums of nats). Totals add across shards, so a sharded model scores
+its share of the items on each rank and all-reduces `totals_vector(...)`; `metrics(totals)` then
+gives the same figures as a single process. Tasks never see the model, only `score`.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tokenizers import Tokenizer
+
+
+class TaskDataError(ValueError):
+    """A task's input is unusable (missing, empty, wrong fields): reported as a one-line error."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """Score the last `n_scored` tokens of `tokens`, each given all tokens before it (causal LM)."""
+
+    tokens: tuple[int, ...]
+    n_scored: int
+
+
+ScoreFn = Callable[[Sequence[Request]], list[float]]
+"""Requests -> their summed log-probabilities (natural log), in the order given."""
+
+
+@dataclass(frozen=True)
+class Encoder:
+    """What a task needs to know of the model: its tokenizer, the token that opens a document
+    (lm-eval's prefix token: BOS, else EOS) and its context length in tokens."""
+
+    tokenizer: Tokenizer
+    prefix_id: int
+    context_len: int
+
+    def encode(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text, without special tokens (one Rust call for the whole list)."""
+        return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+
+def continuation_requests(encoder: Encoder, pairs: Sequence[tuple[str, str]]) -> list[Request]:
+    """(context, continuation) -> the request lm-evaluation-harness builds for `loglikelihood`.
+
+    Empty context: the prefix token is the context (unless the continuation already starts with it).
+    Otherwise trailing spaces of the context move to the continuation, the whole string is encoded
+    and the continuation is what follows the context's own tokens (lm-eval's `_encode_pair`).
+    The sequence is cut from the left to `context_len + 1` tokens, as lm-eval does.
+    """
+    moved = []
+    for context, continuation in pairs:
+        n_spaces = len(context) - len(context.rstrip())
+        if n_spaces:
+            context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
+        moved.append((context, continuation))
+    conts = encoder.encode([c for ctx, c in moved if not ctx])
+    wholes = encoder.encode([ctx + c for ctx, c in moved if ctx])
+    ctxs = encoder.encode([ctx for ctx, _ in moved if ctx])
+    it_cont, it_whole, it_ctx = iter(conts), iter(wholes), iter(ctxs)
+    out = []
+    for context, _ in moved:
+        if not context:
+            ids = next(it_cont)
+            tokens, n = (
+                (ids, len(ids) - 1) if ids and ids[0] == encoder.prefix_id else ([encoder.prefix_id] + ids, len(ids))
+            )
+        else:
+            whole, ctx_ids = next(it_whole), next(it_ctx)
+            tokens, n = whole, len(whole) - len(ctx_ids)
+        if n < 1:
+            raise TaskDataError(f"continuation of {context[:40]!r} has no tokens")
+        tokens = tokens[-(encoder.context_len + 1) :]
+        out.append(Request(tuple(tokens), min(n, len(tokens) - 1)))
+    return out
+
+
+class Task(ABC):
+    """Items, their requests, an additive tally per item and the metrics of the totals."""
+
+    name: str
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Number of items (documents, pairs, questions)."""
+
+    @abstractmethod
+    def requests(self, encoder: Encoder, items: Sequence[int]) -> list[list[Request]]:
+        """The requests of each item, in the order of `items`."""
+
+    @abstractmethod
+    def tally(self, item: int, scores: Sequence[float]) -> Mapping[str, float]:
+        """Additive statistics of one item from its requests' scores."""
+
+    @abstractmethod
+    def keys(self) -> list[str]:
+        """Every key `tally` can produce over all items, in a fixed order (for all-reduce)."""
+
+    @abstractmethod
+    def metrics(self, totals: Mapping[str, float]) -> dict[str, Any]:
+        """The reported figures from summed tallies."""
+
+
+def shard_items(n_items: int, rank: int = 0, world_size: int = 1, limit: int | None = None) -> list[int]:
+    """This rank's items among the first `limit`: every world_size-th, so shares differ by at most one."""
+    n = n_items if limit is None else min(limit, n_items)
+    return list(range(rank, n, world_size))
+
+
+def task_totals(task: Task, encoder: Encoder, score: ScoreFn, items: Iterable[int]) -> dict[str, float]:
+    """Score every request of `items` in one call (the scorer batches them) and sum the tallies."""
+    items = list(items)
+    per_item = task.requests(encoder, items)
+    scores = score([r for reqs in per_item for r in reqs])
+    totals: dict[str, float] = defaultdict(float)
+    at = 0
+    for item, reqs in zip(items, per_item, strict=True):
+        for key, value in task.tally(item, scores[at : at + len(reqs)]).items():
+            totals[key] += value
+        at += len(reqs)
+    return dict(totals)
+
+
+def totals_vector(task: Task, totals: Mapping[str, float]) -> list[float]:
+    """Totals in `task.keys()` order: the tensor a sharded evaluation all-reduces."""
+    return [float(totals.get(k, 0.0)) for k in task.keys()]
+
+
+def totals_from_vector(task: Task, vector: Sequence[float]) -> dict[str, float]:
+    return dict(zip(task.keys(), (float(v) for v in vector), strict=True))
+
+
+def evaluate(task: Task, encoder: Encoder, score: ScoreFn, limit: int | None = None) -> dict[str, Any]:
+    """Single-process evaluation of the first `limit` items (all by default)."""
+    items = shard_items(len(task), limit=limit)
+    if not items:
+        raise TaskDataError(f"task {task.name} has no items")
+    return task.metrics(task_totals(task, encoder, score, items))
+
+
+def ratio(num: float, den: float) -> float:
+    return num / den if den else math.nan

@@ -1,0 +1,79 @@
+"""Multiple choice from a local JSONL file: one question per line,
+
+    {"context": "Question: ...\\nAnswer:", "choices": ["...", "..."], "gold": 0}
+
+Each choice is scored as the continuation " " + choice of the context (lm-eval's default target
+delimiter; an empty context means the prefix token). `acc`: the highest summed log-probability is
+the gold choice; `acc_norm`: the same after dividing each log-probability by the choice's length in
+characters (lm-eval's definition). Ties go to the first choice, as `numpy.argmax` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evals.tasks.base import Encoder, Request, Task, TaskDataError, continuation_requests, ratio
+from evals.tasks.texts import read_jsonl
+
+DELIMITER = " "
+
+
+def first_argmax(values: Sequence[float]) -> int:
+    best = 0
+    for i, v in enumerate(values):
+        if v > values[best]:
+            best = i
+    return best
+
+
+class MultipleChoice(Task):
+    name = "mc"
+
+    def __init__(self, questions: Sequence[Mapping[str, Any]]) -> None:
+        if not questions:
+            raise TaskDataError("mc: no questions")
+        for n, q in enumerate(questions, 1):
+            choices = q.get("choices")
+            if not isinstance(q.get("context"), str):
+                raise TaskDataError(f"mc row {n}: `context` must be a string")
+            if not isinstance(choices, list) or len(choices) < 2 or not all(isinstance(c, str) and c for c in choices):
+                raise TaskDataError(f"mc row {n}: `choices` must be a list of at least 2 non-empty strings")
+            gold = q.get("gold")
+            if not isinstance(gold, int) or isinstance(gold, bool) or not 0 <= gold < len(choices):
+                raise TaskDataError(f"mc row {n}: `gold` must be an index into `choices`")
+        self.questions = list(questions)
+
+    @classmethod
+    def from_path(cls, path: str | Path) -> MultipleChoice:
+        return cls(read_jsonl(path))
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+    def requests(self, encoder: Encoder, items: Sequence[int]) -> list[list[Request]]:
+        pairs = [(self.questions[i]["context"], DELIMITER + c) for i in items for c in self.questions[i]["choices"]]
+        flat = continuation_requests(encoder, pairs)
+        out, at = [], 0
+        for i in items:
+            k = len(self.questions[i]["choices"])
+            out.append(flat[at : at + k])
+            at += k
+        return out
+
+    def tally(self, item: int, scores: Sequence[float]) -> Mapping[str, float]:
+        q = self.questions[item]
+        normed = [s / len(c) for s, c in zip(scores, q["choices"], strict=True)]
+        return {
+            "acc": float(first_argmax(scores) == q["gold"]),
+            "acc_norm": float(first_argmax(normed) == q["gold"]),
+            "n": 1.0,
+        }
+
+    def keys(self) -> list[str]:
+        return ["acc", "acc_norm", "n"]
+
+    def metrics(self, totals: Mapping[str, float]) -> dict[str, Any]:
+        n = totals.get("n", 0.0)
+        return {"acc": ratio(totals.get("acc", 0.0), n), "acc_norm": ratio(totals.get("acc_norm", 0.0), n), "n": int(n)}

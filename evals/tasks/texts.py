@@ -1,0 +1,78 @@
+"""Documents for bits per byte: a `.txt` file (one document), `.jsonl`/`.jsonl.gz` or parquet rows with `text`,
+or a folder of those (searched recursively, sorted by path)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from evals.tasks.base import TaskDataError
+
+SUFFIXES = (".txt", ".jsonl", ".jsonl.gz", ".parquet")
+
+
+def text_files(path: Path) -> list[Path]:
+    """The readable files under `path` (or `path` itself)."""
+    if not path.exists():
+        raise TaskDataError(f"{path} does not exist")
+    if path.is_file():
+        if not path.name.endswith(SUFFIXES):
+            raise TaskDataError(f"{path}: not one of {', '.join(SUFFIXES)}")
+        return [path]
+    found = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES))
+    if not found:
+        raise TaskDataError(f"{path} holds no {', '.join(SUFFIXES)} files")
+    return found
+
+
+def read_documents(path: str | Path, column: str = "text") -> list[str]:
+    """Every non-empty document text under `path`; a jsonl or parquet file without `column` is an error."""
+    docs: list[str] = []
+    for file in text_files(Path(path)):
+        docs.extend(t for t in _read(file, column) if t)
+    if not docs:
+        raise TaskDataError(f"{path}: no non-empty `{column}` documents")
+    return docs
+
+
+def _read(file: Path, column: str) -> list[str]:
+    if file.name.endswith(".txt"):
+        return [file.read_text(encoding="utf-8")]
+    if file.name.endswith(".parquet"):
+        schema = pq.read_schema(file)
+        if column not in schema.names:
+            raise TaskDataError(f"{file}: no `{column}` column (has {', '.join(schema.names)})")
+        return [t for t in pq.read_table(file, columns=[column]).column(column).to_pylist() if isinstance(t, str)]
+    opener = gzip.open if file.name.endswith(".gz") else open
+    texts = []
+    with opener(file, "rt", encoding="utf-8") as handle:
+        for n, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if not isinstance(row, dict) or not isinstance(row.get(column), str):
+                raise TaskDataError(f"{file}:{n}: no string `{column}` field")
+            texts.append(row[column])
+    return texts
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """Rows of a `.jsonl` or `.jsonl.gz` file (blank lines skipped); a bad line is a one-line error."""
+    file = Path(path)
+    if not file.is_file():
+        raise TaskDataError(f"{file} does not exist")
+    opener = gzip.open if file.name.endswith(".gz") else open
+    rows = []
+    with opener(file, "rt", encoding="utf-8") as handle:
+        for n, line in enumerate(handle, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise TaskDataError(f"{file}:{n}: not JSON ({err.msg})") from None
+    if not rows:
+        raise TaskDataError(f"{file} is empty")
+    return rows

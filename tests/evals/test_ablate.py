@@ -1,0 +1,103 @@
+"""`python -m evals.ablate`: two real datasets through the project's CLIs, equal budgets, resumable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from evals.ablate import SpecError, load_spec
+from tests.evals.conftest import shared_or_skip, wiki_articles
+from tests.evals.helpers import REPO, blimp_spread, write_jsonl
+
+
+def ablate_cli(spec, out) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = [sys.executable, "-m", "evals.ablate", str(spec), "--out", str(out)]
+    return subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.e2e
+def test_ablation_of_two_datasets_writes_results_and_resumes(tmp_path) -> None:
+    articles = wiki_articles()
+    shakespeare = shared_or_skip("tinyshakespeare", "input.txt").read_text(encoding="utf-8")
+    wiki = tmp_path / "wiki" / "curated"
+    wiki.mkdir(parents=True)
+    paragraphs = [p for a in articles[:12] for p in a.split("\n") if p.strip()]  # short documents: the budget
+    pq.write_table(pa.table({"text": paragraphs}), wiki / "a.parquet")  # is met to within a document
+    plays = tmp_path / "plays"
+    plays.mkdir()
+    scenes = [shakespeare[i : i + 1000] for i in range(0, 200000, 1000)]
+    pq.write_table(pa.table({"text": scenes}), plays / "a.parquet")
+    write_jsonl([{"text": articles[40][:6000]}], tmp_path / "held_out.jsonl")
+    write_jsonl(blimp_spread(60), tmp_path / "blimp.jsonl")
+    spec = {
+        "datasets": [{"name": "wiki", "path": "wiki"}, {"name": "plays", "path": "plays/*.parquet"}],
+        "tokenizer_sample_chars": 100000,
+        "vocab_size": 512,
+        "model": "tiny",
+        "tokens": 30000,
+        "max_repetition": 2,
+        "seq_len": 64,
+        "seeds": [0],
+        "eval_points": 2,
+        "train": {"micro_batch": 8, "lr": 0.01, "nproc": 1, "extra": ["--no-bf16"]},
+        "tasks": {"bpb": "held_out.jsonl", "blimp": "blimp.jsonl"},
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    out = tmp_path / "ablation"
+    proc = ablate_cli(tmp_path / "spec.yaml", out)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    report = json.loads((out / "ablation.json").read_text())
+    runs = report["runs"]
+    assert {(r["dataset"], r["seed"]) for r in runs} == {("wiki", 0), ("plays", 0)}
+    assert len(runs) == 4  # 2 datasets x 1 seed x 2 evaluation points
+    for r in runs:
+        assert set(r["metrics"]) == {"bpb", "blimp"} and r["tokens"] > 0
+    final = {d: max(r["tokens"] for r in runs if r["dataset"] == d) for d in ("wiki", "plays")}
+    assert abs(final["wiki"] - final["plays"]) <= 0.03 * final["wiki"]  # the same budget, to within documents
+    wiki_bpb = [r["metrics"]["bpb"] for r in runs if r["dataset"] == "wiki" and r["tokens"] == final["wiki"]]
+    plays_bpb = [r["metrics"]["bpb"] for r in runs if r["dataset"] == "plays" and r["tokens"] == final["plays"]]
+    print(f"held-out Wikipedia bpb: trained on wiki {wiki_bpb}, on plays {plays_bpb}")
+    assert max(wiki_bpb) < min(plays_bpb)  # in-domain data wins on in-domain held-out text
+    assert (out / "plots" / "bpb.png").is_file() and "wiki" in (out / "index.html").read_text()
+
+    again = ablate_cli(tmp_path / "spec.yaml", out)  # everything done: nothing retrained or re-evaluated
+    assert again.returncode == 0 and "[ablate] train" not in again.stdout and "[ablate] mixture" not in again.stdout
+    assert json.loads((out / "ablation.json").read_text()) == report
+
+
+def test_final_table_and_plots_show_the_seed_spread(tmp_path) -> None:
+    from evals.ablate import final_table, plot, write_index
+
+    rows = [
+        {"dataset": d, "seed": s, "step": step, "tokens": step * 100, "metrics": {"bpb": base + s * 0.1 - step * 0.01}}
+        for d, base in (("a", 2.0), ("b", 3.0))
+        for s in (0, 1)
+        for step in (1, 2)
+    ]
+    table = final_table(rows)
+    assert table["a"]["bpb"] == pytest.approx((2.0 + 0.05 - 0.02, 0.05, 2))
+    assert table["b"]["bpb"][2] == 2
+    plots = plot(rows, tmp_path / "plots")
+    page = write_index(table, plots, tmp_path).read_text()
+    assert [p.name for p in plots] == ["bpb.png"] and "2.0300 &plusmn; 0.0500 (n=2)" in page
+
+
+def test_bad_specs_are_refused(tmp_path) -> None:
+    with pytest.raises(SpecError, match="does not exist"):
+        load_spec(tmp_path / "none.yaml")
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"datasets": [], "tokens": 1, "tasks": {}}))
+    with pytest.raises(SpecError, match="non-empty"):
+        load_spec(tmp_path / "s.yaml")
+    (tmp_path / "s.yaml").write_text(
+        yaml.safe_dump({"datasets": [{"name": "a", "path": "x"}], "tokens": 1, "tasks": {}, "budget": 3})
+    )
+    with pytest.raises(SpecError, match="unknown keys"):
+        load_spec(tmp_path / "s.yaml")
