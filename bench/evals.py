@@ -28,7 +28,7 @@ import torch
 from evals.harness import hf_model, run_lm_eval
 from evals.models import load_model
 from evals.tasks import Blimp, evaluate
-from tests.shared_data import shared_data_dir
+from tests.support.shared_data import shared_data_dir
 
 
 def random_export(preset: str, tok_file: Path, out: Path) -> Path:

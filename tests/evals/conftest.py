@@ -17,13 +17,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.shared_data import shared_data_dir
+from tests.support.shared_data import shared_data_dir
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "e2e: end-to-end tests (subprocess CLIs, torchrun, lm-eval)")
 
 
 def shared_or_skip(*parts: str) -> Path:
@@ -53,6 +49,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> TinyModel:
     from mixtures.build import build_mixture
     from tokenizer.train import train_tokenizer
     from trainer.fsdp_train import TrainConfig, train
+    from trainer.optim import OptimConfig
 
     articles = wiki_articles()
     memorised, unseen = articles[:2], articles[20:24]
@@ -84,7 +81,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> TinyModel:
             out=root / "train",
             model="tiny",
             micro_batch=16,
-            lr=1e-2,
+            optim=OptimConfig(lr=1e-2),
             bf16=False,
             device="cpu",
             log_every=50,
