@@ -17,6 +17,7 @@ from trainer.model import lm_loss
 from trainer.optim import OptimConfig, build_optimizer
 from trainer.parallelize import ACMode, parallelize, set_gradient_sync
 from trainer.schedule import build_scheduler
+from trainer.tensor_parallel import as_plain, loss_context
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class TrainEngine:
         compile: bool = False,
     ) -> None:
         self.device, self.optim_cfg = dist_info.device, optim
+        self.mesh = dist_info.mesh
         param_dtype = torch.bfloat16 if bf16 else None
         self.model = build_sharded(
             model_cfg,
@@ -78,10 +80,11 @@ class TrainEngine:
         for i, batch in enumerate(micro_batches):
             set_gradient_sync(self.model, i == n - 1)
             batch = self._to_device(batch)
-            logits = self.model(batch[:, :-1])
-            loss = lm_loss(logits, batch[:, 1:], self.optim_cfg.z_loss) / n
-            loss.backward()
-            total += loss.detach()
+            with loss_context(self.mesh):  # TP: the loss on vocab-sharded logits
+                logits = self.model(batch[:, :-1])
+                loss = lm_loss(logits, batch[:, 1:], self.optim_cfg.z_loss) / n
+                loss.backward()
+            total += as_plain(loss.detach())
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim_cfg.grad_clip)
         if isinstance(grad_norm, DTensor):
             grad_norm = grad_norm.full_tensor()
@@ -99,6 +102,7 @@ class TrainEngine:
         total = torch.zeros((), device=self.device)
         for batch in batches:
             batch = self._to_device(batch)
-            total += lm_loss(self.model(batch[:, :-1]), batch[:, 1:])
+            with loss_context(self.mesh):
+                total += as_plain(lm_loss(self.model(batch[:, :-1]), batch[:, 1:]))
         self.model.train()
         return float(all_reduce_mean(total / len(batches)))

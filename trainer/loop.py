@@ -19,6 +19,7 @@ from trainer.checkpoint import Checkpointer
 from trainer.distributed import DistInfo, init_distributed, shutdown
 from trainer.engine import TrainEngine
 from trainer.export_hf import export_live
+from trainer.mesh import ParallelDims
 from trainer.metrics import DataIndexWriter, MetricsLogger, Throughput
 from trainer.prepare import PreparedData, prepare_data
 from trainer.train_config import TrainConfig, flat_record
@@ -40,7 +41,7 @@ class TrainResult:
 
 def train(cfg: TrainConfig) -> TrainResult:
     """Run (or resume) the epoch; collective over the current torchrun job, or one rank in-process."""
-    info = init_distributed(cfg.device)
+    info = init_distributed(cfg.device, ParallelDims.of(cfg))
     try:
         return _train(cfg, info)
     finally:

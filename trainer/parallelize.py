@@ -1,8 +1,11 @@
-"""Turn a plain `Transformer` into a trainable, sharded one: AC -> compile -> FSDP2, in that order.
+"""Turn a plain `Transformer` into a trainable, sharded one: TP -> AC -> compile -> FSDP2, in that order.
 
-The order matters (torchtitan): checkpoint wrappers must sit inside the compiled region so the
-compiler sees the recompute, and `fully_shard` must wrap the compiled blocks so its all-gather
-and reduce-scatter hooks stay outside the graph.
+The order matters (torchtitan): tensor parallel first, so AC and compile see the TP collectives as
+part of each block; checkpoint wrappers inside the compiled region so the compiler sees the
+recompute; `fully_shard` last, on the data-parallel dimensions of the job's mesh (`trainer.mesh`:
+1-D shard = ZeRO-3, 2-D replicate x shard = HSDP), wrapping the compiled blocks so its all-gather
+and reduce-scatter hooks stay outside the graph. Over TP-split weights FSDP shards the local
+pieces again (2-D DTensors), as torchtitan does.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
+from trainer.mesh import fsdp_mesh
 from trainer.model import Transformer
+from trainer.tensor_parallel import apply_tp, tp_enabled
 
 ACMode = Literal["none", "selective", "full"]
 
@@ -89,11 +94,16 @@ def parallelize(
     compile: bool = False,
     param_dtype: torch.dtype | None = torch.bfloat16,
 ) -> FSDPModule:
-    """AC -> compile -> fully_shard, returning the sharded root module."""
+    """TP (when the mesh's `tp` > 1) -> AC -> compile -> fully_shard on the dp dims; the sharded root.
+
+    `mesh` is the job's named mesh (`DistInfo.mesh`).
+    """
+    if tp_enabled(mesh):
+        apply_tp(model, mesh["tp"])
     apply_activation_checkpointing(model, ac)
     if compile:
         apply_compile(model)
-    return apply_fsdp(model, mesh, param_dtype=param_dtype)
+    return apply_fsdp(model, fsdp_mesh(mesh), param_dtype=param_dtype)
 
 
 def set_gradient_sync(model: nn.Module, sync: bool) -> None:
