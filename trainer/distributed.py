@@ -25,7 +25,7 @@ class DistInfo:
     world_size: int
     local_rank: int
     device: torch.device
-    mesh: DeviceMesh  # named dims: pp, dp_replicate, dp_shard, cp, tp (+ the flattened dp)
+    mesh: DeviceMesh  # named dims: pp, dp_replicate, dp_shard, cp, tp
     owns_group: bool
     dims: ParallelDims = ParallelDims(dp_shard=1)
     dp_rank: int = 0  # which slice of each global batch this rank reads

@@ -59,7 +59,15 @@ def _setup_logging(info: DistInfo) -> None:
 
 def _build_engine(cfg: TrainConfig, info: DistInfo, data: PreparedData) -> TrainEngine:
     engine = TrainEngine(
-        data.model_cfg, info, cfg.optim, data.plan.steps, seed=cfg.seed, bf16=cfg.bf16, ac=cfg.ac, compile=cfg.compile
+        data.model_cfg,
+        info,
+        cfg.optim,
+        data.plan.steps,
+        seed=cfg.seed,
+        bf16=cfg.bf16,
+        ac=cfg.ac,
+        compile=cfg.compile,
+        pp_schedule=cfg.pp_schedule,
     )
     log.info("model %s: %.2fM params, %s", cfg.model, data.model_cfg.num_params() / 1e6, data.model_cfg)
     return engine

@@ -67,16 +67,17 @@ class ParallelDims:
         return tuple(getattr(self, name) for name in MESH_DIMS)
 
     def build_mesh(self, device_type: str) -> DeviceMesh:
-        """The world mesh with every dimension named (size-1 ones too), plus the flattened `dp` dimension."""
-        mesh = init_device_mesh(device_type, self.sizes(), mesh_dim_names=MESH_DIMS)
-        mesh["dp_replicate", "dp_shard"]._flatten("dp")
-        return mesh
+        """The world mesh with every dimension named, size-1 ones too (so code can ask any dim its size)."""
+        return init_device_mesh(device_type, self.sizes(), mesh_dim_names=MESH_DIMS)
 
 
 def dp_coordinate(mesh: DeviceMesh) -> tuple[int, int]:
-    """(this rank's data-parallel rank, data-parallel size): which slice of each global batch it reads."""
-    dp = mesh["dp"]
-    return dp.get_local_rank(), dp.size()
+    """(this rank's data-parallel rank, data-parallel size): which slice of each global batch it reads.
+
+    Replicate-major, as the flattened (dp_replicate, dp_shard) dimension would number it.
+    """
+    replicate, shard = mesh["dp_replicate"], mesh["dp_shard"]
+    return replicate.get_local_rank() * shard.size() + shard.get_local_rank(), replicate.size() * shard.size()
 
 
 def fsdp_mesh(mesh: DeviceMesh) -> DeviceMesh:

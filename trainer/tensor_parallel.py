@@ -132,4 +132,3 @@ def loss_context(mesh: DeviceMesh) -> Iterator[None]:
 def as_plain(value: torch.Tensor) -> torch.Tensor:
     """A loss that loss_parallel left as a (replicated) DTensor, as a plain tensor."""
     return value.full_tensor() if isinstance(value, DTensor) else value
-
