@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 
-from trainer.mesh import ParallelDims, dp_coordinate
+from trainer.mesh import ParallelDims, check_runs_on, dp_coordinate
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,7 @@ def init_distributed(device: str = "auto", dims: ParallelDims | None = None) -> 
 def relayout(info: DistInfo, dims: ParallelDims) -> DistInfo:
     """The same processes under another layout: a new named mesh (collective: every rank calls it)."""
     resolved = dims.resolve(info.world_size)
+    check_runs_on(resolved, info.device.type)
     mesh = resolved.build_mesh(info.device.type)
     dp_rank, dp_size = dp_coordinate(mesh)
     return replace(info, mesh=mesh, dims=resolved, dp_rank=dp_rank, dp_size=dp_size)

@@ -105,6 +105,8 @@ class TrainEngine:
         """Mean loss over held-out batches, averaged over ranks (every rank has the same count)."""
         if not batches:
             return float("nan")
+        if self.pipeline is not None:
+            return float(all_reduce_mean(self.pipeline.evaluate(batches)))
         self.model.eval()
         total = torch.zeros((), device=self.device)
         for batch in batches:

@@ -21,6 +21,7 @@ from trainer.engine import TrainEngine
 from trainer.export_hf import export_live
 from trainer.mesh import ParallelDims
 from trainer.metrics import DataIndexWriter, MetricsLogger, Throughput
+from trainer.pipeline_parallel import export_from_checkpoint
 from trainer.prepare import PreparedData, prepare_data
 from trainer.train_config import TrainConfig, flat_record
 
@@ -149,7 +150,10 @@ def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
     hf_dir = None
     if cfg.export_hf and step == plan.steps:
         tokenizer = {"tokenizer": data.tokenizer_file, "eos_id": data.eos_id, "bos_id": data.bos_id}
-        hf_dir = export_live(engine.model, data.model_cfg, out / "hf", **tokenizer)
+        if info.dims.pp > 1:  # each rank holds only its stages: export the checkpoint just saved
+            hf_dir = export_from_checkpoint(ckpt.latest(), out / "hf")  # type: ignore[arg-type]
+        else:
+            hf_dir = export_live(engine.model, data.model_cfg, out / "hf", **tokenizer)
     metrics.close()
     if indices is not None:
         indices.close()

@@ -71,6 +71,17 @@ class ParallelDims:
         return init_device_mesh(device_type, self.sizes(), mesh_dim_names=MESH_DIMS)
 
 
+def check_runs_on(dims: ParallelDims, device_type: str) -> None:
+    """Refuse, in one line, a degree the device at hand cannot run."""
+    if dims.cp > 1 and device_type != "cuda":
+        raise ValueError(
+            f"context parallel (--cp {dims.cp}) cannot run on {device_type}: torch's ring attention "
+            "(context_parallel) needs CUDA's flash or memory-efficient attention kernels"
+        )
+    if dims.cp > 1:
+        raise ValueError(f"context parallel (--cp {dims.cp}) is not wired into the training step yet; use --cp 1")
+
+
 def dp_coordinate(mesh: DeviceMesh) -> tuple[int, int]:
     """(this rank's data-parallel rank, data-parallel size): which slice of each global batch it reads.
 

@@ -12,6 +12,7 @@ This rank's stages live in one `PipelineParts` module whose parameter names are 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 import torch
@@ -170,6 +171,20 @@ class Pipeline:
                 schedule.step(*args)
         return self._mean_over_pp(losses)
 
+    @torch.no_grad()
+    def evaluate(self, batches: list[torch.Tensor]) -> torch.Tensor:
+        """Mean loss of held-out batches, each one a pipeline micro-batch, forward only."""
+        batch = torch.cat(batches).to(self.device)
+        schedule = self._schedule(len(batches))
+        args = (batch[:, :-1],) if self.has_first_stage else ()
+        losses: list[torch.Tensor] = []
+        with loss_context(self.mesh):
+            if self.has_last_stage:
+                schedule.eval(*args, target=batch[:, 1:], losses=losses)
+            else:
+                schedule.eval(*args)
+        return self._mean_over_pp(losses)
+
     def _mean_over_pp(self, losses: list[torch.Tensor]) -> torch.Tensor:
         """The last stage's mean micro-batch loss, summed into every pp rank (the others add zero)."""
         total = torch.zeros((), device=self.device)
@@ -193,3 +208,13 @@ def clip_grad_norm(parameters: list[nn.Parameter], max_norm: float, pp_mesh: Dev
     norm = squared.sqrt()
     torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, norm)
     return norm
+
+
+def export_from_checkpoint(checkpoint: Path, out_dir: Path) -> Path:
+    """The HF export under PP (no rank holds every stage): rank 0 reads the final DCP checkpoint whole."""
+    from trainer.export_hf import main as export_main
+
+    if dist.get_rank() == 0:
+        export_main(["--checkpoint", str(checkpoint), "--out", str(out_dir)])
+    dist.barrier()
+    return out_dir
