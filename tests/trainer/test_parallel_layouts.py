@@ -24,6 +24,7 @@ from trainer.data import EpochLoader, EpochPlan, WindowIndex
 from trainer.distributed import DistInfo
 from trainer.engine import TrainEngine
 from trainer.mesh import ParallelDims
+from trainer.model import Transformer
 from trainer.optim import OptimConfig
 
 pytestmark = pytest.mark.e2e
@@ -46,14 +47,15 @@ def model_config() -> ModelConfig:
     return replace(get_preset("tiny", qk_norm=True, tie_embeddings=False), n_layers=4).with_vocab(VOCAB)
 
 
-def run_layout(info: DistInfo, shards: Path, schedule: str) -> tuple[list[float], dict[str, torch.Tensor]]:
-    """STEPS steps of the engine under `info`'s layout: the losses, and step 1's full gradients."""
+def run_layout(info: DistInfo, shards: Path, schedule: str) -> dict:
+    """STEPS steps of the engine under `info`'s layout: the initial weights, the losses, step 1's gradients."""
     index = WindowIndex(ShardReader(shards), SEQ)
     accum = GLOBAL // (MICRO * info.dp_size)
     plan = EpochPlan(index.num_windows, MICRO, accum, info.dp_size, SEQ)
     loader = EpochLoader(index, plan, info.dp_rank, seed=0)
     optim = OptimConfig(lr=3e-3, warmup_steps=2)
     engine = TrainEngine(model_config(), info, optim, plan.steps, seed=0, bf16=False, pp_schedule=schedule)  # type: ignore[arg-type]
+    init = {n: _full(p) for n, p in engine.model.named_parameters()}
     losses, grads = [], {}
     for micro in loader:
         losses.append(float(engine.train_step([t for _, t in micro]).loss))
@@ -61,11 +63,11 @@ def run_layout(info: DistInfo, shards: Path, schedule: str) -> tuple[list[float]
             grads = {n: _full(p.grad) for n, p in engine.model.named_parameters()}
         if loader.step == STEPS:
             break
-    return losses, grads
+    return {"init": init, "losses": losses, "grads": grads}
 
 
 def _full(t: torch.Tensor) -> torch.Tensor:
-    return t.full_tensor() if hasattr(t, "full_tensor") else t.detach().clone()
+    return (t.full_tensor() if hasattr(t, "full_tensor") else t).detach().clone()
 
 
 def worker(shards: Path, out: Path) -> None:
@@ -73,8 +75,7 @@ def worker(shards: Path, out: Path) -> None:
 
     info = init_distributed("cpu")
     for name, (dims, schedule) in LAYOUTS.items():
-        losses, grads = run_layout(relayout(info, dims), shards, schedule)
-        torch.save({"losses": losses, "grads": grads}, out / f"{name}.rank{info.rank}.pt")
+        torch.save(run_layout(relayout(info, dims), shards, schedule), out / f"{name}.rank{info.rank}.pt")
     shutdown(info)
 
 
@@ -89,9 +90,11 @@ def layouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     for name in LAYOUTS:
         ranks = [torch.load(root / f"{name}.rank{r}.pt") for r in range(4)]
         grads: dict[str, torch.Tensor] = {}
+        init: dict[str, torch.Tensor] = {}
         for rank in ranks:  # under PP each rank holds its stages' parameters
             grads.update(rank["grads"])
-        results[name] = {"losses": [r["losses"] for r in ranks], "grads": grads}
+            init.update(rank["init"])
+        results[name] = {"losses": [r["losses"] for r in ranks], "grads": grads, "init": init}
     results["reference"] = _single_process(shards)
     return results
 
@@ -102,10 +105,9 @@ def _single_process(shards: Path) -> dict:
 
     info = init_distributed("cpu")
     try:
-        losses, grads = run_layout(info, shards, "1F1B")
+        return run_layout(info, shards, "1F1B")
     finally:
         shutdown(info)
-    return {"losses": losses, "grads": grads}
 
 
 @pytest.mark.parametrize("name", list(LAYOUTS))
@@ -119,6 +121,16 @@ def test_layout_matches_one_process(layouts: dict[str, dict], name: str) -> None
     rel = max(abs(a - b) / abs(b) for a, b in zip(got["losses"][0], ref["losses"], strict=True))
     print(f"{name}: max rel loss diff {rel:.2g}, max |grad diff| step 1 {diff:.2g}")
     assert diff < 1e-5
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_meta_init_under_layout_is_the_full_model_init(layouts: dict[str, dict], name: str) -> None:
+    """Built on meta, split by the layout, initialised shard by shard: bit for bit the old full-model init."""
+    torch.manual_seed(0)
+    old = Transformer(model_config()).state_dict()
+    new = layouts[name]["init"]
+    assert new.keys() == old.keys()
+    assert [n for n in old if not torch.equal(new[n], old[n])] == []
 
 
 if __name__ == "__main__":
