@@ -65,8 +65,8 @@ def init_distributed(device: str = "auto", dims: ParallelDims | None = None) -> 
 
 def relayout(info: DistInfo, dims: ParallelDims) -> DistInfo:
     """The same processes under another layout: a new named mesh (collective: every rank calls it)."""
+    check_runs_on(dims, info.device.type)
     resolved = dims.resolve(info.world_size)
-    check_runs_on(resolved, info.device.type)
     mesh = resolved.build_mesh(info.device.type)
     dp_rank, dp_size = dp_coordinate(mesh)
     return replace(info, mesh=mesh, dims=resolved, dp_rank=dp_rank, dp_size=dp_size)

@@ -160,29 +160,24 @@ class Pipeline:
 
         Gradients land in the stages' parameters, scaled by 1 / micro-batches (as accumulation does).
         """
-        batch = torch.cat(micro_batches).to(self.device)
-        schedule = self._schedule(len(micro_batches))
-        args = (batch[:, :-1],) if self.has_first_stage else ()
-        losses: list[torch.Tensor] = []
-        with loss_context(self.mesh):
-            if self.has_last_stage:
-                schedule.step(*args, target=batch[:, 1:], losses=losses)
-            else:
-                schedule.step(*args)
-        return self._mean_over_pp(losses)
+        return self._run(micro_batches, train=True)
 
     @torch.no_grad()
     def evaluate(self, batches: list[torch.Tensor]) -> torch.Tensor:
         """Mean loss of held-out batches, each one a pipeline micro-batch, forward only."""
-        batch = torch.cat(batches).to(self.device)
-        schedule = self._schedule(len(batches))
+        return self._run(batches, train=False)
+
+    def _run(self, micro_batches: list[torch.Tensor], train: bool) -> torch.Tensor:
+        batch = torch.cat(micro_batches).to(self.device)
+        schedule = self._schedule(len(micro_batches))
+        run = schedule.step if train else schedule.eval
         args = (batch[:, :-1],) if self.has_first_stage else ()
         losses: list[torch.Tensor] = []
         with loss_context(self.mesh):
             if self.has_last_stage:
-                schedule.eval(*args, target=batch[:, 1:], losses=losses)
+                run(*args, target=batch[:, 1:], losses=losses)
             else:
-                schedule.eval(*args)
+                run(*args)
         return self._mean_over_pp(losses)
 
     def _mean_over_pp(self, losses: list[torch.Tensor]) -> torch.Tensor:
