@@ -7,7 +7,8 @@ The arithmetic is the Ultra-Scale Playbook's (the seeds in ../shared/seeds/ summ
   + 8 (Adam m, v) = 16 bytes per parameter (what this trainer keeps: FSDP2 holds fp32 shards and
   reduces in fp32), divided by tp x pp (the stage's slice of every matrix) and by dp_shard (ZeRO-3);
   replicas (dp_replicate) do not divide it. In flight, unsharded in bf16: the params of two blocks
-  (current and prefetched) and the grads of one.
+  (current and prefetched) and the grads of one, and the root group's (embeddings and head: this
+  trainer does not reshard the root after forward) params and grads.
 - activations per layer (Korthikanti et al. 2022, bf16): s b h (34 + 5 a s / h) bytes; selective
   recomputation drops the 5 a s^2 b attention term (FlashAttention's SDPA never stores it either);
   full recomputation keeps each block's input (2 s b h) plus one block's working set; tensor +
@@ -128,8 +129,12 @@ def estimate(
     gpu: str,
     gpus_per_node: int = 8,
     mfu: float = 0.5,
+    bf16: bool = True,
 ) -> LayoutEstimate:
-    """The figures of one layout; see the module docstring for each formula."""
+    """The figures of one layout; see the module docstring for each formula.
+
+    `bf16=False` (fp32 compute, as the CPU runs): in-flight params and activations take 4 bytes, not 2.
+    """
     lt, n_layers = layout, cfg.n_layers
     block = block_params(cfg)
     emb = cfg.vocab_size * cfg.dim
@@ -138,12 +143,14 @@ def estimate(
     stage_params = block * n_layers / lt.pp + emb + (head + cfg.dim if lt.pp == 1 else 0)
     shard = stage_params / (lt.tp * lt.dp_shard)
     params, grads, optim = 4 * shard, 4 * shard, 8 * shard
-    in_flight = 3 * 2 * block / lt.tp  # bf16: params of 2 blocks, grads of 1
-    per_layer = activation_bytes_per_layer(cfg, seq_len, lt.micro_batch, lt.tp, lt.ac)
+    width = 1 if bf16 else 2  # the formulas count 2-byte activations and in-flight params
+    root = emb + (head if lt.pp == 1 else 0)  # the root FSDP group: gathered for the whole step
+    in_flight = (3 * block + 2 * root) * 2 * width / lt.tp  # params of 2 blocks, grads of 1; the root's both
+    per_layer = activation_bytes_per_layer(cfg, seq_len, lt.micro_batch, lt.tp, lt.ac) * width
     in_flight_micro = min(lt.pp, lt.grad_accum)  # 1F1B: stage 0 holds pp micro-batches
     activations = per_layer * (n_layers / lt.pp) * in_flight_micro
     if lt.ac == "full":
-        activations += activation_bytes_per_layer(cfg, seq_len, lt.micro_batch, lt.tp, "selective")
+        activations += activation_bytes_per_layer(cfg, seq_len, lt.micro_batch, lt.tp, "selective") * width
     logits = 8 * seq_len * lt.micro_batch * cfg.vocab_size / lt.tp  # the last stage's; counted as if on stage 0
 
     # Traffic per GPU per step (bytes sent), and where it goes (mesh order pp, dp_replicate, dp_shard, tp).
@@ -238,7 +245,7 @@ def explain(cfg: ModelConfig, e: LayoutEstimate, seq_len: int, gpu: str) -> str:
         f"  model states: 16 B/param x stage params / (tp {lt.tp} x dp_shard {lt.dp_shard}) = "
         f"{(e.params_bytes + e.grads_bytes + e.optimizer_bytes) / g:.2f} GiB "
         f"(weights {e.params_bytes / g:.2f}, grads {e.grads_bytes / g:.2f}, Adam {e.optimizer_bytes / g:.2f})",
-        f"  in flight (bf16, 2 blocks' params + 1 block's grads) / tp: {e.in_flight_bytes / g:.2f} GiB",
+        f"  in flight (bf16: 2 blocks' params, 1 block's grads, the root's both) / tp: {e.in_flight_bytes / g:.2f} GiB",
         f"  activations: {n_layers}/{lt.pp} layers x {min(lt.pp, lt.grad_accum)} micro-batch(es) in flight x "
         f"s {s} b {b} h {h} x "
         + {"none": f"(34 + 5 a {a} s / h)", "selective": "34", "full": "2 (+ one block at 34)"}[lt.ac]
