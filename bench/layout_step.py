@@ -82,7 +82,7 @@ def main() -> None:
             "step_s_median": step_s,
             "tokens_per_s": tokens_per_s,
             "mfu": tokens_per_s * flops_per_token(cfg, args.seq_len) / (peak * info.world_size),
-            "planner_mfu": planned.mfu,
+            "planner_mfu": planned.mfu if name != "cpu" else None,  # the planner knows GPUs' peaks and links
             "peak": name,
             "peak_mem_gib": measured,
             "planner_mem_gib": planned.total_bytes / 2**30,
