@@ -139,6 +139,11 @@ class Pipeline:
     def _schedule(self, n_micro: int) -> object:
         """One schedule per micro-batch count (the count is the step's gradient accumulation)."""
         if n_micro not in self._schedules:
+            if self.schedule_name == "1F1B" and n_micro < self.pp:
+                raise ValueError(
+                    f"1F1B over {self.pp} stages needs at least {self.pp} micro-batches per step "
+                    f"(--grad-accum, and --val-batches for eval), got {n_micro}"
+                )
             group = self.pp_mesh.get_group()
             stages = [
                 PipelineStage(module, s, self.n_stages, self.device, group=group)
