@@ -47,6 +47,20 @@ CONFIGS=(
   "compile full"
 )
 
+# launch RANKS LIMIT LOG RESULTS MODULE FLAGS...: one torchrun; its last JSON line appended to RESULTS.
+launch() {
+  local ranks=$1 limit=$2 log=$3 results=$4 module=$5
+  shift 5
+  if timeout "$limit" "$PY" -m torch.distributed.run --standalone --nproc_per_node="$ranks" \
+       -m "$module" "$@" >"$log" 2>&1; then
+    grep '^{' "$log" | tail -1 | tee -a "$results"
+  else
+    echo "   failed or timed out (rc $?), see $log; last lines:"
+    tail -5 "$log" | sed 's/^/   /'
+    return 1
+  fi
+}
+
 START=$(date +%s)
 for cfg in "${CONFIGS[@]}"; do
   read -r mode ac <<<"$cfg"
@@ -63,12 +77,7 @@ for cfg in "${CONFIGS[@]}"; do
   [ "$mode" = compile ] && flags+=(--compile)
   log="$LOGS/${mode}_${ac}.log"
   echo "== $mode, AC $ac ($(( $(date +%s) - START )) s elapsed)"
-  if timeout "$limit" "$PY" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" \
-       -m bench.train "${flags[@]}" >"$log" 2>&1; then
-    grep '^{' "$log" | tail -1 | tee -a "$RESULTS"
-  else
-    echo "   failed or timed out (rc $?), see $log; last lines:"
-    tail -5 "$log" | sed 's/^/   /'
+  if ! launch "$NGPU" "$limit" "$log" "$RESULTS" bench.train "${flags[@]}"; then
     echo "{\"mode\": \"ours\", \"compile\": \"$mode\", \"ac\": \"$ac\", \"error\": \"failed or timed out\"}" >>"$RESULTS"
   fi
 done
@@ -100,11 +109,6 @@ for layout in "1 $RANKS 1 1" "2 $((RANKS / 2)) 1 1" "1 $((RANKS / 2)) 2 1" "1 $(
   [ "$DEVICE" = cuda ] && flags+=(--bf16)
   log="$LOGS/layout_${rep}_${shard}_${tp}_${pp}.log"
   echo "== layout dp_replicate $rep x dp_shard $shard x tp $tp x pp $pp"
-  if timeout "$limit" "$PY" -m torch.distributed.run --standalone --nproc_per_node="$RANKS" \
-       -m bench.layout_step "${flags[@]}" >"$log" 2>&1; then
-    grep '^{' "$log" | tail -1 | tee -a "$LAYOUT_RESULTS"
-  else
-    echo "   failed or timed out (rc $?), see $log"; tail -5 "$log" | sed 's/^/   /'
-  fi
+  launch "$RANKS" "$limit" "$log" "$LAYOUT_RESULTS" bench.layout_step "${flags[@]}" || true
 done
 echo "total $(( $(date +%s) - START )) s; results in $RESULTS and $LAYOUT_RESULTS"
