@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Tokens/s, MFU and peak memory of our trainer step for a ~1B Llama in bf16 on CUDA, with and
-# without torch.compile and activation checkpointing. Budget: under 8 minutes on one H200.
+# without torch.compile and activation checkpointing, then every mesh layout (dp_replicate x
+# dp_shard x tp x pp) the visible GPUs allow (bench/layout_step.py, beside the planner's estimate).
+# Budget: under 8 minutes on one H200 (one GPU: only the trivial layout).
 #
 #   bash bench/gpu_mfu.sh                 # on a CUDA machine (all visible GPUs, one rank each)
 #   DRY_RUN=1 bash bench/gpu_mfu.sh       # anywhere: the same configs on the tiny model on CPU
@@ -30,8 +32,8 @@ if [ "${DRY_RUN:-0}" != "1" ] && "$PY" -c 'import sys, torch; sys.exit(0 if torc
 else
   DEVICE=cpu
   MODEL=${MODEL:-tiny} SEQ=${SEQ:-64} MB=${MB:-2} STEPS=${STEPS:-2} WARMUP=${WARMUP:-1} NGPU=1
-  RUN_TIMEOUT=${RUN_TIMEOUT:-300} BUDGET=${BUDGET:-1500}
-  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+  RUN_TIMEOUT=${RUN_TIMEOUT:-300} BUDGET=${BUDGET:-1500} LAYOUT_RANKS=${LAYOUT_RANKS:-4}
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
   echo "dry run on CPU: model $MODEL, seq $SEQ, micro-batch $MB (numbers are not GPU figures)"
 fi
 "$PY" -c 'import torch; print("torch", torch.__version__)'
@@ -44,6 +46,20 @@ CONFIGS=(
   "eager full"
   "compile full"
 )
+
+# launch RANKS LIMIT LOG RESULTS MODULE FLAGS...: one torchrun; its last JSON line appended to RESULTS.
+launch() {
+  local ranks=$1 limit=$2 log=$3 results=$4 module=$5
+  shift 5
+  if timeout "$limit" "$PY" -m torch.distributed.run --standalone --nproc_per_node="$ranks" \
+       -m "$module" "$@" >"$log" 2>&1; then
+    grep '^{' "$log" | tail -1 | tee -a "$results"
+  else
+    echo "   failed or timed out (rc $?), see $log; last lines:"
+    tail -5 "$log" | sed 's/^/   /'
+    return 1
+  fi
+}
 
 START=$(date +%s)
 for cfg in "${CONFIGS[@]}"; do
@@ -61,12 +77,7 @@ for cfg in "${CONFIGS[@]}"; do
   [ "$mode" = compile ] && flags+=(--compile)
   log="$LOGS/${mode}_${ac}.log"
   echo "== $mode, AC $ac ($(( $(date +%s) - START )) s elapsed)"
-  if timeout "$limit" "$PY" -m torch.distributed.run --standalone --nproc_per_node="$NGPU" \
-       -m bench.train "${flags[@]}" >"$log" 2>&1; then
-    grep '^{' "$log" | tail -1 | tee -a "$RESULTS"
-  else
-    echo "   failed or timed out (rc $?), see $log; last lines:"
-    tail -5 "$log" | sed 's/^/   /'
+  if ! launch "$NGPU" "$limit" "$log" "$RESULTS" bench.train "${flags[@]}"; then
     echo "{\"mode\": \"ours\", \"compile\": \"$mode\", \"ac\": \"$ac\", \"error\": \"failed or timed out\"}" >>"$RESULTS"
   fi
 done
@@ -82,4 +93,22 @@ for r in rows:
     print(f"{str(r['compile']):>8} {r['ac']:>10} {r['tokens_per_s']:>12,.0f} {r['mfu']:>7.1%} "
           f"{r['peak_mem_gib']:>9.1f} {r['step_s_median']:>8.3f}")
 EOF
-echo "total $(( $(date +%s) - START )) s; results in $RESULTS"
+# Layouts: "dp_replicate dp_shard tp pp" whose product is the rank count (GPUs, or LAYOUT_RANKS on CPU).
+RANKS=${LAYOUT_RANKS:-$NGPU}
+LAYOUT_RESULTS="$OUT_DIR/gpu_layouts.jsonl"
+: > "$LAYOUT_RESULTS"
+for layout in "1 $RANKS 1 1" "2 $((RANKS / 2)) 1 1" "1 $((RANKS / 2)) 2 1" "1 $((RANKS / 2)) 1 2" \
+              "1 $((RANKS / 4)) 2 2" "1 $((RANKS / 8)) 8 1" "1 $((RANKS / 8)) 4 2"; do
+  read -r rep shard tp pp <<<"$layout"
+  if [ "$shard" -lt 1 ] || [ $(( rep * shard * tp * pp )) -ne "$RANKS" ]; then continue; fi
+  left=$(( BUDGET - ($(date +%s) - START) ))
+  if [ "$left" -lt 30 ]; then echo "== layout $layout: skipped, budget spent"; continue; fi
+  limit=$(( left < RUN_TIMEOUT ? left : RUN_TIMEOUT ))
+  flags=(--model "$MODEL" --seq-len "$SEQ" --micro-batch "$MB" --steps "$STEPS" --warmup "$WARMUP" --device "$DEVICE"
+         --dp-replicate "$rep" --dp-shard "$shard" --tp "$tp" --pp "$pp" --grad-accum $(( pp > 1 ? 2 * pp : 1 )) --gpu "${GPU:-auto}")
+  [ "$DEVICE" = cuda ] && flags+=(--bf16)
+  log="$LOGS/layout_${rep}_${shard}_${tp}_${pp}.log"
+  echo "== layout dp_replicate $rep x dp_shard $shard x tp $tp x pp $pp"
+  launch "$RANKS" "$limit" "$log" "$LAYOUT_RESULTS" bench.layout_step "${flags[@]}" || true
+done
+echo "total $(( $(date +%s) - START )) s; results in $RESULTS and $LAYOUT_RESULTS"

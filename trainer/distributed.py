@@ -1,17 +1,20 @@
 """Process-group setup: torchrun's environment when present, otherwise a one-rank group in-process.
 
 FSDP2 needs a process group even for one rank; the in-process group lets the pipeline call
-`train()` directly without torchrun.
+`train()` directly without torchrun. The job's named DeviceMesh (`trainer.mesh`) is built here, once,
+so every component reads its dimension from the same mesh.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.distributed as dist
-from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.device_mesh import DeviceMesh
+
+from trainer.mesh import ParallelDims, check_runs_on, dp_coordinate
 
 
 @dataclass(frozen=True)
@@ -22,16 +25,22 @@ class DistInfo:
     world_size: int
     local_rank: int
     device: torch.device
-    mesh: DeviceMesh
+    mesh: DeviceMesh  # named dims: pp, dp_replicate, dp_shard, cp, tp
     owns_group: bool
+    dims: ParallelDims = ParallelDims(dp_shard=1)
+    dp_rank: int = 0  # which slice of each global batch this rank reads
+    dp_size: int = 1  # data-parallel replicas: the ranks that read different batches
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
 
-def init_distributed(device: str = "auto") -> DistInfo:
-    """Join (or create) the default process group: NCCL on CUDA, gloo on CPU."""
+def init_distributed(device: str = "auto", dims: ParallelDims | None = None) -> DistInfo:
+    """Join (or create) the default process group (NCCL on CUDA, gloo on CPU) and lay out the mesh.
+
+    `dims` default: every rank in `dp_shard` (plain FSDP).
+    """
     use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
     backend = "nccl" if use_cuda else "gloo"
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -45,9 +54,22 @@ def init_distributed(device: str = "auto") -> DistInfo:
             dist.init_process_group(backend, device_id=dev if use_cuda else None)
         else:
             dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
-    world = dist.get_world_size()
-    mesh = init_device_mesh(dev.type, (world,), mesh_dim_names=("dp",))
-    return DistInfo(dist.get_rank(), world, local_rank, dev, mesh, owns)
+    info = DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, dev, None, owns)  # type: ignore[arg-type]
+    try:
+        return relayout(info, dims or ParallelDims())
+    except ValueError:
+        if owns:
+            dist.destroy_process_group()
+        raise
+
+
+def relayout(info: DistInfo, dims: ParallelDims) -> DistInfo:
+    """The same processes under another layout: a new named mesh (collective: every rank calls it)."""
+    check_runs_on(dims, info.device.type)
+    resolved = dims.resolve(info.world_size)
+    mesh = resolved.build_mesh(info.device.type)
+    dp_rank, dp_size = dp_coordinate(mesh)
+    return replace(info, mesh=mesh, dims=resolved, dp_rank=dp_rank, dp_size=dp_size)
 
 
 def shutdown(info: DistInfo) -> None:

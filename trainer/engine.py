@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch.distributed.tensor import DTensor
 
 from trainer.config import ModelConfig
 from trainer.distributed import DistInfo, all_reduce_mean
@@ -16,7 +15,9 @@ from trainer.materialize import build_sharded
 from trainer.model import lm_loss
 from trainer.optim import OptimConfig, build_optimizer
 from trainer.parallelize import ACMode, parallelize, set_gradient_sync
+from trainer.pipeline_parallel import Pipeline, PPSchedule, clip_grad_norm
 from trainer.schedule import build_scheduler
+from trainer.tensor_parallel import as_plain, loss_context
 
 
 @dataclass(frozen=True)
@@ -42,12 +43,18 @@ class TrainEngine:
         bf16: bool = True,
         ac: ACMode = "none",
         compile: bool = False,
+        pp_schedule: PPSchedule = "1F1B",
     ) -> None:
         self.device, self.optim_cfg = dist_info.device, optim
+        self.mesh = dist_info.mesh
         param_dtype = torch.bfloat16 if bf16 else None
+        # PP: the step runs through a schedule (trainer/pipeline_parallel.py) instead of the loop below
+        self.pipeline = Pipeline(self.mesh, self.device, pp_schedule, optim.z_loss) if dist_info.dims.pp > 1 else None
         self.model = build_sharded(
             model_cfg,
-            lambda model: parallelize(model, dist_info.mesh, ac=ac, compile=compile, param_dtype=param_dtype),
+            lambda model: parallelize(
+                model, dist_info.mesh, ac=ac, compile=compile, param_dtype=param_dtype, pipeline=self.pipeline
+            ),
             self.device,
             seed,
         )
@@ -75,16 +82,19 @@ class TrainEngine:
         self.optimizer.zero_grad(set_to_none=True)
         n = len(micro_batches)
         total = torch.zeros((), device=self.device)
+        if self.pipeline is not None:
+            total = self.pipeline.forward_backward(micro_batches)
+            micro_batches = []  # the schedule ran them
         for i, batch in enumerate(micro_batches):
             set_gradient_sync(self.model, i == n - 1)
             batch = self._to_device(batch)
-            logits = self.model(batch[:, :-1])
-            loss = lm_loss(logits, batch[:, 1:], self.optim_cfg.z_loss) / n
-            loss.backward()
-            total += loss.detach()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim_cfg.grad_clip)
-        if isinstance(grad_norm, DTensor):
-            grad_norm = grad_norm.full_tensor()
+            with loss_context(self.mesh):  # TP: the loss on vocab-sharded logits
+                logits = self.model(batch[:, :-1])
+                loss = lm_loss(logits, batch[:, 1:], self.optim_cfg.z_loss) / n
+                loss.backward()
+            total += as_plain(loss.detach())
+        pp_mesh = self.mesh["pp"] if self.pipeline is not None else None
+        grad_norm = clip_grad_norm(list(self.model.parameters()), self.optim_cfg.grad_clip, pp_mesh)
         lr = self.scheduler.get_last_lr()[0]
         self.optimizer.step()
         self.scheduler.step()
@@ -95,10 +105,13 @@ class TrainEngine:
         """Mean loss over held-out batches, averaged over ranks (every rank has the same count)."""
         if not batches:
             return float("nan")
+        if self.pipeline is not None:
+            return float(all_reduce_mean(self.pipeline.evaluate(batches)))
         self.model.eval()
         total = torch.zeros((), device=self.device)
         for batch in batches:
             batch = self._to_device(batch)
-            total += lm_loss(self.model(batch[:, :-1]), batch[:, 1:])
+            with loss_context(self.mesh):
+                total += as_plain(lm_loss(self.model(batch[:, :-1]), batch[:, 1:]))
         self.model.train()
         return float(all_reduce_mean(total / len(batches)))

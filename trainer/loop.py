@@ -19,7 +19,9 @@ from trainer.checkpoint import Checkpointer
 from trainer.distributed import DistInfo, init_distributed, shutdown
 from trainer.engine import TrainEngine
 from trainer.export_hf import export_live
+from trainer.mesh import ParallelDims
 from trainer.metrics import DataIndexWriter, MetricsLogger, Throughput
+from trainer.pipeline_parallel import export_from_checkpoint
 from trainer.prepare import PreparedData, prepare_data
 from trainer.train_config import TrainConfig, flat_record
 
@@ -40,7 +42,7 @@ class TrainResult:
 
 def train(cfg: TrainConfig) -> TrainResult:
     """Run (or resume) the epoch; collective over the current torchrun job, or one rank in-process."""
-    info = init_distributed(cfg.device)
+    info = init_distributed(cfg.device, ParallelDims.of(cfg))
     try:
         return _train(cfg, info)
     finally:
@@ -58,7 +60,15 @@ def _setup_logging(info: DistInfo) -> None:
 
 def _build_engine(cfg: TrainConfig, info: DistInfo, data: PreparedData) -> TrainEngine:
     engine = TrainEngine(
-        data.model_cfg, info, cfg.optim, data.plan.steps, seed=cfg.seed, bf16=cfg.bf16, ac=cfg.ac, compile=cfg.compile
+        data.model_cfg,
+        info,
+        cfg.optim,
+        data.plan.steps,
+        seed=cfg.seed,
+        bf16=cfg.bf16,
+        ac=cfg.ac,
+        compile=cfg.compile,
+        pp_schedule=cfg.pp_schedule,
     )
     log.info("model %s: %.2fM params, %s", cfg.model, data.model_cfg.num_params() / 1e6, data.model_cfg)
     return engine
@@ -140,7 +150,10 @@ def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
     hf_dir = None
     if cfg.export_hf and step == plan.steps:
         tokenizer = {"tokenizer": data.tokenizer_file, "eos_id": data.eos_id, "bos_id": data.bos_id}
-        hf_dir = export_live(engine.model, data.model_cfg, out / "hf", **tokenizer)
+        if info.dims.pp > 1:  # each rank holds only its stages: export the checkpoint just saved
+            hf_dir = export_from_checkpoint(ckpt.latest(), out / "hf")  # type: ignore[arg-type]
+        else:
+            hf_dir = export_live(engine.model, data.model_cfg, out / "hf", **tokenizer)
     metrics.close()
     if indices is not None:
         indices.close()

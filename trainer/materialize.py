@@ -55,7 +55,12 @@ class _InitReplay:
 
 
 def _copy_local_shard(param: torch.Tensor, full: torch.Tensor) -> None:
-    """Write this rank's piece of `full` into `param` (a DTensor shard, or a plain tensor)."""
+    """Write this rank's piece of `full` into `param` (a DTensor shard, or a plain tensor).
+
+    A parameter still on `meta` belongs to another pipeline stage: drawn (above), not kept.
+    """
+    if param.is_meta:
+        return
     if isinstance(param, DTensor):
         # src_data_rank=None: every rank holds the same full tensor, so cut locally, no communication
         mine = distribute_tensor(full, param.device_mesh, param.placements, src_data_rank=None)
@@ -70,12 +75,16 @@ def build_sharded(
     device: torch.device,
     seed: int,
 ) -> nn.Module:
-    """meta build -> `shard` (AC, compile, fully_shard) -> `to_empty` on `device` -> init per shard."""
+    """meta build -> `shard` (TP, [PP cut], AC, compile, fully_shard) -> `to_empty` -> init per shard.
+
+    `shard` returns the model itself (sharding wraps its children, not the root) or, under PP, this
+    rank's stages' modules; either has `init_buffers`.
+    """
     with torch.device("meta"):
         model = Transformer(model_cfg)
     replay = _InitReplay(model)
     sharded = shard(model)
     sharded.to_empty(device=device)
     replay.run(seed, device)
-    model.init_buffers()  # the same object as `sharded`: sharding wraps its children, not the root
+    sharded.init_buffers()  # type: ignore[operator]
     return sharded

@@ -1,8 +1,11 @@
-"""Turn a plain `Transformer` into a trainable, sharded one: AC -> compile -> FSDP2, in that order.
+"""Turn a plain `Transformer` into a trainable, sharded one: TP -> AC -> compile -> FSDP2, in that order.
 
-The order matters (torchtitan): checkpoint wrappers must sit inside the compiled region so the
-compiler sees the recompute, and `fully_shard` must wrap the compiled blocks so its all-gather
-and reduce-scatter hooks stay outside the graph.
+The order matters (torchtitan): tensor parallel first, so AC and compile see the TP collectives as
+part of each block; checkpoint wrappers inside the compiled region so the compiler sees the
+recompute; `fully_shard` last, on the data-parallel dimensions of the job's mesh (`trainer.mesh`:
+1-D shard = ZeRO-3, 2-D replicate x shard = HSDP), wrapping the compiled blocks so its all-gather
+and reduce-scatter hooks stay outside the graph. Over TP-split weights FSDP shards the local
+pieces again (2-D DTensors), as torchtitan does.
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
+from trainer.mesh import fsdp_mesh
 from trainer.model import Transformer
+from trainer.pipeline_parallel import Pipeline, PipelineParts
+from trainer.tensor_parallel import apply_tp, tp_enabled
 
 ACMode = Literal["none", "selective", "full"]
 
@@ -43,41 +49,44 @@ def _selective_context() -> tuple[object, object]:
     return create_selective_checkpoint_contexts(_selective_policy)
 
 
-def apply_activation_checkpointing(model: Transformer, mode: ACMode) -> None:
+def apply_activation_checkpointing(model: Transformer | PipelineParts, mode: ACMode) -> None:
     """Wrap each block: `full` recomputes the whole block, `selective` only its pointwise ops."""
     if mode == "none":
         return
     if mode not in ("selective", "full"):
         raise ValueError(f"unknown activation checkpointing mode {mode!r}")
     context_fn: Callable[[], tuple[object, object]] | None = _selective_context if mode == "selective" else None
-    for i, block in enumerate(model.layers):
+    for name, block in list(model.layers.named_children()):  # a ModuleList, or a pipeline stage's ModuleDict
         kwargs = {"context_fn": context_fn} if context_fn else {}
-        model.layers[i] = checkpoint_wrapper(block, preserve_rng_state=False, **kwargs)
+        model.layers.register_module(name, checkpoint_wrapper(block, preserve_rng_state=False, **kwargs))
 
 
-def apply_compile(model: Transformer) -> None:
+def apply_compile(model: Transformer | PipelineParts) -> None:
     """Compile each block in place (same FQNs, one graph reused by all identical blocks)."""
-    for block in model.layers:
+    for block in model.layers.children():
         block.compile(fullgraph=True)
 
 
 def apply_fsdp(
-    model: Transformer,
+    model: Transformer | PipelineParts,
     mesh: DeviceMesh,
     param_dtype: torch.dtype | None,
     reduce_dtype: torch.dtype = torch.float32,
-) -> FSDPModule:
-    """fully_shard each block, then the root (embeddings, final norm, head).
+    roots: list[nn.Module] | None = None,
+) -> nn.Module:
+    """fully_shard each block, then the root(s): the model (embeddings, final norm, head), or each stage.
 
     The last block is not resharded after forward: backward starts with it, so gathering it again
-    would be wasted communication.
+    would be wasted communication. Under PP (`roots` = the stages) no block is (torchtitan's
+    default): each micro-batch would gather it again.
     """
     mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
-    n = len(model.layers)
-    for i, block in enumerate(model.layers):
-        fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=i < n - 1)
-    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=False)
-    assert isinstance(model, FSDPModule)
+    blocks = list(model.layers.children())
+    for i, block in enumerate(blocks):
+        reshard = roots is None and i < len(blocks) - 1
+        fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
+    for root in roots or [model]:
+        fully_shard(root, mesh=mesh, mp_policy=mp, reshard_after_forward=False)
     return model
 
 
@@ -88,12 +97,21 @@ def parallelize(
     ac: ACMode = "none",
     compile: bool = False,
     param_dtype: torch.dtype | None = torch.bfloat16,
-) -> FSDPModule:
-    """AC -> compile -> fully_shard, returning the sharded root module."""
-    apply_activation_checkpointing(model, ac)
+    pipeline: Pipeline | None = None,
+) -> nn.Module:
+    """TP (when the mesh's `tp` > 1) -> [PP cut] -> AC -> compile -> fully_shard on the dp dims.
+
+    `mesh` is the job's named mesh (`DistInfo.mesh`). Returns the sharded root, or under PP this
+    rank's `PipelineParts` (its stages' modules, the full model's parameter names).
+    """
+    if tp_enabled(mesh):
+        apply_tp(model, mesh["tp"])
+    target: Transformer | PipelineParts = model if pipeline is None else pipeline.cut(model)
+    apply_activation_checkpointing(target, ac)
     if compile:
-        apply_compile(model)
-    return apply_fsdp(model, mesh, param_dtype=param_dtype)
+        apply_compile(target)
+    roots = None if pipeline is None else pipeline.make_stages(target)  # type: ignore[arg-type]
+    return apply_fsdp(target, fsdp_mesh(mesh), param_dtype=param_dtype, roots=roots)
 
 
 def set_gradient_sync(model: nn.Module, sync: bool) -> None:

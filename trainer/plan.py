@@ -1,6 +1,10 @@
-"""Back-of-the-envelope plan for a pretraining run: compute, tokens, wall time, memory per GPU.
+"""Back-of-the-envelope plan for a pretraining run: compute, tokens, wall time, memory per GPU, layout.
 
     python -m trainer.plan --params 1e9 --tokens 20e9 --gpus 64 --gpu h100 --mfu 0.4
+    python -m trainer.plan --model 70B --gpus 256 --gpu h100 --seq-len 4096 --explain
+
+The layouts section (`trainer.layouts`) lists the feasible (dp_replicate, dp_shard, tp, pp, AC,
+micro-batch) layouts with memory per GPU, traffic per step and an MFU estimate, and recommends one.
 
 The arithmetic is the standard one (Kaplan/Chinchilla C = 6ND, the Ultra-Scale Playbook's memory
 accounting, Korthikanti et al. 2022 for activations); every assumption is printed with the result.
@@ -10,13 +14,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from dataclasses import asdict, dataclass
 
 from trainer.config import PRESETS, ModelConfig
+from trainer.layouts import explain, rank_layouts, table
 from trainer.metrics import PEAK_FLOPS
 
 GIB = 2**30
 CHINCHILLA_TOKENS_PER_PARAM = 20
+# Shapes to plan with beyond the trainer's presets: Llama-2-70B (Touvron et al. 2023, GQA 64:8, untied).
+SHAPES: dict[str, ModelConfig] = {
+    **PRESETS,
+    "70B": ModelConfig(
+        dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim=28672, tie_embeddings=False, max_seq_len=4096
+    ),
+}
+GLOBAL_BATCH_TOKENS = 4e6  # ~4M tokens per step, the seeds' typical pretraining batch (Llama-2: 4M)
 
 
 def derive_shape(params: float, vocab: int, aspect: int = 128, head_dim: int = 128) -> ModelConfig:
@@ -179,20 +193,27 @@ def render(p: Plan) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--params", type=float, required=True, help="parameter count N, e.g. 1e9")
+    parser.add_argument("--params", type=float, help="parameter count N, e.g. 1e9 (default: the --model's)")
     parser.add_argument("--tokens", type=float, help="training tokens D (default: Chinchilla 20 N)")
     parser.add_argument("--gpus", type=int, required=True)
     parser.add_argument("--gpu", choices=sorted(PEAK_FLOPS), default="h100")
     parser.add_argument("--mfu", type=float, default=0.4)
     parser.add_argument("--seq-len", type=int, default=2048)
     parser.add_argument("--micro-batch", type=int, default=1, help="sequences per GPU per micro-step")
-    parser.add_argument("--model", choices=sorted(PRESETS), help="use this preset's shape (else derived)")
+    parser.add_argument("--model", choices=sorted(SHAPES), help="use this shape (else derived from --params)")
     parser.add_argument("--vocab", type=int, default=50304)
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--global-batch-tokens", type=float, default=GLOBAL_BATCH_TOKENS)
+    parser.add_argument("--layouts", type=int, default=10, help="how many layouts to list (0: none)")
+    parser.add_argument("--explain", action="store_true", help="print the arithmetic of the recommended layout")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     args = parser.parse_args(argv)
-    shape = PRESETS[args.model].with_vocab(args.vocab) if args.model else None
+    if args.params is None and args.model is None:
+        parser.error("give --params or --model")
+    shape = SHAPES[args.model].with_vocab(args.vocab) if args.model else None
+    params = args.params if args.params is not None else shape.num_params()  # type: ignore[union-attr]
     plan = make_plan(
-        args.params,
+        params,
         args.tokens,
         args.gpus,
         args.gpu,
@@ -202,7 +223,30 @@ def main(argv: list[str] | None = None) -> None:
         shape,
         args.vocab,
     )
-    print(json.dumps(asdict(plan), indent=1) if args.json else render(plan))
+    if args.json:
+        print(json.dumps(asdict(plan), indent=1))
+        return
+    print(render(plan))
+    if args.layouts:
+        cfg = shape or derive_shape(params, args.vocab)
+        print("\n" + render_layouts(cfg, args, plan.seq_len))
+
+
+def render_layouts(cfg: ModelConfig, args: argparse.Namespace, seq_len: int) -> str:
+    """The ranked layouts, the recommendation and (with --explain) its arithmetic."""
+    global_batch = 2 ** max(0, round(math.log2(args.global_batch_tokens / seq_len)))  # sequences, a power of 2
+    ranked = rank_layouts(cfg, args.gpus, args.gpu, seq_len, global_batch, args.gpus_per_node, args.mfu)
+    best = ranked[0]
+    lines = [
+        f"Layouts on {args.gpus} x {args.gpu.upper()} ({args.gpus_per_node} per node), global batch {global_batch} "
+        f"sequences of {seq_len} tokens, kernels at MFU {args.mfu:.0%}",
+        table(ranked, args.layouts),
+        "",
+        ("recommended: " if best.fits else "nothing fits; closest: ") + best.layout.flags,
+    ]
+    if args.explain:
+        lines.append(explain(cfg, best, seq_len, args.gpu))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

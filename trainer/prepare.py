@@ -86,8 +86,9 @@ def prepare_data(cfg: TrainConfig, info: DistInfo) -> PreparedData:
         val_index = WindowIndex(reader, seq_len, list(range(n_train, n_files)))
     val = []
     if val_index is not None:
-        val = validation_batches(val_index, cfg.micro_batch, cfg.val_batches, info.rank, info.world_size)
-    plan = EpochPlan(index.num_windows, cfg.micro_batch, cfg.grad_accum, info.world_size, seq_len)
-    loader = EpochLoader(index, plan, info.rank, cfg.seed)
+        val = validation_batches(val_index, cfg.micro_batch, cfg.val_batches, info.dp_rank, info.dp_size)
+    # data-parallel coordinates: ranks that differ only in tp / pp / cp read the same windows
+    plan = EpochPlan(index.num_windows, cfg.micro_batch, cfg.grad_accum, info.dp_size, seq_len)
+    loader = EpochLoader(index, plan, info.dp_rank, cfg.seed)
     tok_info = manifest.tokenizer
     return PreparedData(model_cfg, tok.path, tok.sha256, tok_info.eos_id, tok_info.bos_id, plan, loader, val)

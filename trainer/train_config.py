@@ -19,6 +19,7 @@ from typing import Any
 from trainer.config import PRESETS
 from trainer.optim import OptimConfig
 from trainer.parallelize import ACMode
+from trainer.pipeline_parallel import PPSchedule
 
 # OptimConfig fields that are flags, in its field order (which is the flag order).
 OPTIM_FLAGS = tuple(f.name for f in fields(OptimConfig) if f.name != "betas")
@@ -56,6 +57,13 @@ class TrainConfig:
     device: str = "auto"
     save_data_indices: bool = False
     verify_shards: bool = True
+    # How the ranks split the work (trainer/mesh.py): their product is the world size.
+    dp_replicate: int = 1  # HSDP: model replicas (e.g. one per node), all-reduced
+    dp_shard: int = -1  # FSDP shards per replica; -1: the ranks the other degrees leave
+    tp: int = 1  # tensor + sequence parallel degree (within a node)
+    pp: int = 1  # pipeline stages
+    cp: int = 1  # context parallel degree (ring attention; CUDA only)
+    pp_schedule: PPSchedule = "1F1B"
 
 
 def flat_record(cfg: TrainConfig) -> dict[str, Any]:

@@ -1,0 +1,102 @@
+"""One named DeviceMesh for every way the job is split: pipeline, data (replicate x shard), context, tensor.
+
+torchtitan's layout: dimensions ordered outermost first, `pp`, `dp_replicate`, `dp_shard`, `cp`, `tp`,
+so the innermost (`tp`, the most talkative: two collectives per block) spans neighbouring ranks, which
+torchrun places on one node, and `dp_replicate` (one all-reduce per step) spans nodes. The product of
+the degrees is the world size; by default every rank is in `dp_shard` (plain FSDP, ZeRO-3).
+
+The data loader sees only the data-parallel coordinate: ranks that differ only in `tp`, `cp` or `pp`
+read the same windows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
+
+
+@dataclass(frozen=True)
+class ParallelDims:
+    """Degrees of each mesh dimension; `dp_shard=-1` means whatever the others leave of the world."""
+
+    dp_replicate: int = 1
+    dp_shard: int = -1
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+
+    @classmethod
+    def of(cls, cfg: Any) -> ParallelDims:
+        """The degrees named by a config's fields of the same names (TrainConfig's --dp-shard, --tp, ...)."""
+        return cls(**{name: getattr(cfg, name) for name in ("dp_replicate", "dp_shard", "tp", "pp", "cp")})
+
+    def resolve(self, world_size: int) -> ParallelDims:
+        """Fill `dp_shard=-1` and check that the degrees multiply to the world size (one-line errors)."""
+        others = {"dp_replicate": self.dp_replicate, "tp": self.tp, "pp": self.pp, "cp": self.cp}
+        for name, degree in {**others, "dp_shard": self.dp_shard}.items():
+            if degree < 1 and not (name == "dp_shard" and degree == -1):
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1 (dp-shard also -1: the rest), got {degree}")
+        rest = math.prod(others.values())
+        dims = self
+        if self.dp_shard == -1:
+            if world_size % rest:
+                raise ValueError(f"world size {world_size} is not a multiple of dp_replicate x tp x pp x cp = {rest}")
+            dims = replace(self, dp_shard=world_size // rest)
+        if dims.world_size != world_size:
+            raise ValueError(
+                f"dp_replicate {dims.dp_replicate} x dp_shard {dims.dp_shard} x tp {dims.tp} x pp {dims.pp} "
+                f"x cp {dims.cp} = {dims.world_size}, but the job has {world_size} ranks"
+            )
+        return dims
+
+    @property
+    def world_size(self) -> int:
+        return self.pp * self.dp_replicate * self.dp_shard * self.cp * self.tp
+
+    @property
+    def dp_size(self) -> int:
+        """How many different batches one step reads (data-parallel replicas of the model)."""
+        return self.dp_replicate * self.dp_shard
+
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(getattr(self, name) for name in MESH_DIMS)
+
+    def build_mesh(self, device_type: str) -> DeviceMesh:
+        """The world mesh with every dimension named, size-1 ones too (so code can ask any dim its size)."""
+        return init_device_mesh(device_type, self.sizes(), mesh_dim_names=MESH_DIMS)
+
+
+def check_runs_on(dims: ParallelDims, device_type: str) -> None:
+    """Refuse, in one line, a degree the device at hand cannot run."""
+    if dims.cp > 1 and device_type != "cuda":
+        raise ValueError(
+            f"context parallel (--cp {dims.cp}) cannot run on {device_type}: torch's ring attention "
+            "(context_parallel) needs CUDA's flash or memory-efficient attention kernels"
+        )
+    if dims.cp > 1:
+        raise ValueError(f"context parallel (--cp {dims.cp}) is not wired into the training step yet; use --cp 1")
+
+
+def dp_coordinate(mesh: DeviceMesh) -> tuple[int, int]:
+    """(this rank's data-parallel rank, data-parallel size): which slice of each global batch it reads.
+
+    Replicate-major, as the flattened (dp_replicate, dp_shard) dimension would number it.
+    """
+    replicate, shard = mesh["dp_replicate"], mesh["dp_shard"]
+    return replicate.get_local_rank() * shard.size() + shard.get_local_rank(), replicate.size() * shard.size()
+
+
+def fsdp_mesh(mesh: DeviceMesh) -> DeviceMesh:
+    """FSDP2's mesh: 2-D (replicate x shard) for HSDP, else the shard dimension alone (ZeRO-3)."""
+    if mesh["dp_replicate"].size() > 1:
+        return mesh["dp_replicate", "dp_shard"]
+    return mesh["dp_shard"]
+
+
+def dim_size(mesh: DeviceMesh, name: str) -> int:
+    return mesh[name].size()
