@@ -17,6 +17,7 @@ from trainer.model import lm_loss
 from trainer.optim import OptimConfig, build_optimizer
 from trainer.parallelize import ACMode, parallelize, set_gradient_sync
 from trainer.schedule import build_scheduler
+from trainer.stability import Spike, SpikeGuard
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class StepOutput:
     loss: torch.Tensor
     grad_norm: torch.Tensor
     lr: float
+    spike: Spike | None = None  # set when the guard skipped the update
 
 
 class TrainEngine:
@@ -66,9 +68,14 @@ class TrainEngine:
             return batch.pin_memory().to(self.device, non_blocking=True)
         return batch
 
-    def train_step(self, micro_batches: list[torch.Tensor]) -> StepOutput:
+    def train_step(
+        self, micro_batches: list[torch.Tensor], guard: SpikeGuard | None = None, loss_scale: float = 1.0
+    ) -> StepOutput:
         """Each micro-batch is (B, seq_len + 1) token ids; the loss is the mean over all of them.
 
+        With a `guard`, the update is applied only when it accepts the step's loss and gradient norm
+        (a skipped step leaves the parameters and the optimizer state untouched; the schedule still
+        advances). `loss_scale` is the spike test hook (`trainer.stability.INJECT_ENV`); 1.0 is a no-op.
         Gradients are left in place after the step (zeroed at the start of the next one) so
         callers can inspect them.
         """
@@ -80,15 +87,20 @@ class TrainEngine:
             batch = self._to_device(batch)
             logits = self.model(batch[:, :-1])
             loss = lm_loss(logits, batch[:, 1:], self.optim_cfg.z_loss) / n
+            if loss_scale != 1.0:
+                loss = loss * loss_scale
             loss.backward()
             total += loss.detach()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim_cfg.grad_clip)
         if isinstance(grad_norm, DTensor):
             grad_norm = grad_norm.full_tensor()
         lr = self.scheduler.get_last_lr()[0]
-        self.optimizer.step()
+        mean_loss = all_reduce_mean(total)
+        spike = guard.check(float(mean_loss), float(grad_norm)) if guard is not None else None
+        if spike is None:
+            self.optimizer.step()
         self.scheduler.step()
-        return StepOutput(all_reduce_mean(total), grad_norm.detach(), lr)
+        return StepOutput(mean_loss, grad_norm.detach(), lr, spike)
 
     @torch.no_grad()
     def evaluate(self, batches: list[torch.Tensor]) -> float:

@@ -15,12 +15,13 @@ from typing import Any
 
 from tqdm import tqdm
 
-from trainer.checkpoint import Checkpointer
+from trainer.checkpoint import TRAINER_STATE, Checkpointer
 from trainer.distributed import DistInfo, init_distributed, shutdown
 from trainer.engine import TrainEngine
 from trainer.export_hf import export_live
 from trainer.metrics import DataIndexWriter, MetricsLogger, Throughput
 from trainer.prepare import PreparedData, prepare_data
+from trainer.stability import SpikeConfig, SpikeGuard, injected_loss_scales
 from trainer.train_config import TrainConfig, flat_record
 
 log = logging.getLogger(__name__)
@@ -56,9 +57,19 @@ def _setup_logging(info: DistInfo) -> None:
     )
 
 
+def schedule_steps(cfg: TrainConfig, epoch_steps: int) -> int:
+    """Steps the LR schedule spans: the epoch, or `--max-steps` with `--schedule-span max_steps`."""
+    if cfg.schedule_span == "epoch":
+        return epoch_steps
+    if cfg.max_steps is None:
+        raise ValueError("--schedule-span max_steps needs --max-steps")
+    return min(cfg.max_steps, epoch_steps)
+
+
 def _build_engine(cfg: TrainConfig, info: DistInfo, data: PreparedData) -> TrainEngine:
+    total = schedule_steps(cfg, data.plan.steps)
     engine = TrainEngine(
-        data.model_cfg, info, cfg.optim, data.plan.steps, seed=cfg.seed, bf16=cfg.bf16, ac=cfg.ac, compile=cfg.compile
+        data.model_cfg, info, cfg.optim, total, seed=cfg.seed, bf16=cfg.bf16, ac=cfg.ac, compile=cfg.compile
     )
     log.info("model %s: %.2fM params, %s", cfg.model, data.model_cfg.num_params() / 1e6, data.model_cfg)
     return engine
@@ -78,6 +89,16 @@ def _run_meta(cfg: TrainConfig, data: PreparedData) -> dict[str, Any]:
     }
 
 
+def _spike_guard(cfg: TrainConfig) -> SpikeGuard | None:
+    if not cfg.spike_guard:
+        return None
+    return SpikeGuard(SpikeConfig(True, cfg.spike_window, cfg.spike_sigma, cfg.spike_rollback_after))
+
+
+def _saved_guard_state(checkpoint: Path) -> dict[str, Any] | None:
+    return json.loads((checkpoint / TRAINER_STATE).read_text()).get("spike_guard")
+
+
 def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
     _setup_logging(info)
     out = Path(cfg.out)
@@ -86,14 +107,23 @@ def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
     engine = _build_engine(cfg, info, data)
     ckpt = Checkpointer(out / "checkpoints", cfg.keep_checkpoints)
     meta = _run_meta(cfg, data)
+    guard = _spike_guard(cfg)
+    loss_scales = injected_loss_scales()
 
     def save(step: int) -> None:
-        ckpt.save(step, engine.model, engine.optimizer, engine.scheduler, loader.state_dict(), meta)
+        saved = {**meta, "spike_guard": guard.state_dict()} if guard is not None else meta
+        ckpt.save(step, engine.model, engine.optimizer, engine.scheduler, loader.state_dict(), saved)
+
+    def load(path: Path) -> dict[str, Any]:
+        state = ckpt.load(path, engine.model, engine.optimizer, engine.scheduler, loader.state_dict())
+        guard_state = _saved_guard_state(path)
+        if guard is not None and guard_state is not None:
+            guard.load_state_dict(guard_state)
+        return state
 
     latest = ckpt.latest() if cfg.resume else None
     if latest is not None:
-        state = ckpt.load(latest, engine.model, engine.optimizer, engine.scheduler, loader.state_dict())
-        loader.load_state_dict(state)
+        loader.load_state_dict(load(latest))
         log.info("resumed from %s at step %d", latest, loader.step)
     if info.is_main:
         out.mkdir(parents=True, exist_ok=True)
@@ -113,13 +143,38 @@ def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
     stop = cfg.max_steps if cfg.max_steps is not None else plan.steps
     # rank 0 only; tqdm turns itself off when stderr is not a terminal (logs, CI)
     bar = tqdm(total=stop, initial=loader.step, desc="training", unit="step", disable=None if info.is_main else True)
+
+    def roll_back(step: int) -> None:
+        """Reload the last checkpoint's weights, optimizer and schedule; keep the data position."""
+        assert guard is not None
+        target = ckpt.latest()
+        if target is None:
+            raise RuntimeError(
+                f"{guard.in_a_row} steps in a row were skipped as spikes (to step {step}) and there is no "
+                "checkpoint to roll back to; set --checkpoint-every or raise --spike-rollback-after"
+            )
+        saved = load(target)
+        guard.in_a_row = 0
+        first = int(saved["consumed_samples"])
+        back = first // plan.global_batch
+        for _ in range(step - back):  # the schedule is a function of the step: bring it back to this one
+            engine.scheduler.step()
+        skipped = [first, loader.consumed]
+        log.warning("rolled back to %s (step %d); permutation slots %s..%s are skipped", target, back, *skipped)
+        metrics.log({"step": step, "rollback": str(target), "rollback_to_step": back, "skipped_windows": skipped})
+
     for micro in loader:
         step = loader.step  # steps completed once this batch is applied (1-based)
-        result = engine.train_step([tokens for _, tokens in micro])
+        result = engine.train_step([tokens for _, tokens in micro], guard, loss_scales.get(step, 1.0))
         bar.update(1)
         if indices is not None:
             indices.write(step, [ids for ids, _ in micro])
-        if step % cfg.log_every == 0 or step in (1, plan.steps, stop):
+        if result.spike is not None:
+            log.warning("step %d skipped: %s", step, result.spike)
+            metrics.log(result.spike.record(step))
+            if guard is not None and guard.should_roll_back:
+                roll_back(step)
+        elif step % cfg.log_every == 0 or step in (1, plan.steps, stop):
             losses.append((step, float(result.loss)))
             record = {"step": step, "loss": losses[-1][1], "grad_norm": float(result.grad_norm), "lr": result.lr}
             metrics.log({**record, **throughput.measure(step)})
