@@ -4,7 +4,7 @@
     target_tokens: 2_000_000_000
     seq_len: 2048
     seed: 0
-    separator: append                   # append | prepend | both (see tokenizer/README.md)
+    separator: append                   # append | prepend | both | none (see tokenizer/README.md)
     tokens_per_file: 268435456          # output shard size (the trainer reads files in parallel)
     workers: 1                          # 1: this process, all cores; N > 1: N processes (pool.py)
     encoder: auto                       # auto: tiktoken when installed and equivalent (encoders.py); hf
@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-SEPARATORS = ("append", "prepend", "both")
+SEPARATORS = ("append", "prepend", "both", "none")
 ENCODERS = ("auto", "hf")
 
 
