@@ -51,6 +51,6 @@ def test_documents_are_concatenated_without_a_separator(tmp_path: Path) -> None:
 
 def test_unknown_separators_are_still_refused(tmp_path: Path) -> None:
     path = tmp_path / "mix.yaml"
-    path.write_text("tokenizer: t\ntarget_tokens: 10\nseq_len: 8\nseparator: nothing\nsources: []\n")
+    path.write_text("tokenizer: t\ntarget_tokens: 10\nseq_len: 8\nseparator: nothing\nsources: [{name: s, path: p}]\n")
     with pytest.raises(SpecError, match="none"):
         load_spec(path)
