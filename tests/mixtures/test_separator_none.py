@@ -11,7 +11,7 @@ from tokenizers import Tokenizer, models
 
 from mixtures.build import build_mixture
 from mixtures.reader import ShardReader
-from mixtures.spec import SpecError, load_spec
+from mixtures.spec import SpecError, spec_from_dict
 from tests.support.text_corpora import write_parquet
 
 EOT = "<|endoftext|>"
@@ -50,7 +50,7 @@ def test_documents_are_concatenated_without_a_separator(tmp_path: Path) -> None:
 
 
 def test_unknown_separators_are_still_refused(tmp_path: Path) -> None:
-    path = tmp_path / "mix.yaml"
-    path.write_text("tokenizer: t\ntarget_tokens: 10\nseq_len: 8\nseparator: nothing\nsources: [{name: s, path: p}]\n")
-    with pytest.raises(SpecError, match="none"):
-        load_spec(path)
+    spec = {"tokenizer": "t", "target_tokens": 10, "seq_len": 8, "separator": "nothing"}
+    spec["sources"] = [{"name": "s", "path": "p", "weight": 1}]
+    with pytest.raises(SpecError, match="'none'"):
+        spec_from_dict(spec, tmp_path)
