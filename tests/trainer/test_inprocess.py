@@ -122,7 +122,7 @@ def test_activation_checkpointing_leaves_gradients_unchanged(ac: str) -> None:
             engine = TrainEngine(cfg, info, OptimConfig(), 10, bf16=False, ac=mode)  # type: ignore[arg-type]
             engine.train_step([batch, batch])
             named = engine.model.named_parameters()
-            grads.append({n.replace("._checkpoint_wrapped_module", ""): p.grad.full_tensor() for n, p in named})
+            grads.append({n.replace("._checkpoint_wrapped_module", ""): p.grad for n, p in named})  # plain at 1 rank
         assert grads[0].keys() == grads[1].keys()
         for name in grads[0]:
             torch.testing.assert_close(grads[1][name], grads[0][name], atol=1e-6, rtol=1e-5)
