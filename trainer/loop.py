@@ -21,6 +21,7 @@ from trainer.engine import TrainEngine
 from trainer.export_hf import export_live
 from trainer.metrics import DataIndexWriter, MetricsLogger, Throughput
 from trainer.prepare import PreparedData, prepare_data
+from trainer.profiling import StepProfiler, oom_snapshot
 from trainer.stability import SpikeConfig, SpikeGuard, injected_loss_scales
 from trainer.train_config import TrainConfig, flat_record
 
@@ -101,7 +102,13 @@ def _saved_guard_state(checkpoint: Path) -> dict[str, Any] | None:
 
 def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
     _setup_logging(info)
+    with oom_snapshot(cfg.oom_snapshot, Path(cfg.out), info.rank, info.device):
+        return _run(cfg, info)
+
+
+def _run(cfg: TrainConfig, info: DistInfo) -> TrainResult:
     out = Path(cfg.out)
+    profiler = StepProfiler(cfg.profile_steps, out, info.rank, info.device)
     data = prepare_data(cfg, info)
     plan, loader = data.plan, data.loader
     engine = _build_engine(cfg, info, data)
@@ -165,7 +172,9 @@ def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
 
     for micro in loader:
         step = loader.step  # steps completed once this batch is applied (1-based)
+        profiler.before_step(step)
         result = engine.train_step([tokens for _, tokens in micro], guard, loss_scales.get(step, 1.0))
+        profiler.after_step(step)
         bar.update(1)
         if indices is not None:
             indices.write(step, [ids for ids, _ in micro])
@@ -188,6 +197,7 @@ def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
     bar.close()
 
     step = loader.step
+    profiler.close(step)
     if data.val and (not val_losses or val_losses[-1][0] != step):
         evaluate(step)
     if last_saved != step:

@@ -67,6 +67,8 @@ class TrainConfig:
     gpu: str = "auto"
     device: str = "auto"
     save_data_indices: bool = False
+    profile_steps: str | None = None  # "A:B": Chrome traces of steps A..B per rank (trainer.profiling)
+    oom_snapshot: bool = False
     verify_shards: bool = True
 
 
@@ -82,6 +84,9 @@ HELP: dict[str, str] = {
     "betas": "AdamW (beta1, beta2)",
     "spike_guard": "skip an update whose loss or grad norm is not finite or > mean + sigma*std of the last "
     "--spike-window accepted steps (OLMo-core's defaults: 128, 6); a 'spike' record goes to metrics.jsonl",
+    "profile_steps": "A:B: torch.profiler Chrome trace of optimizer steps A..B (1-based), one per rank, "
+    "with shapes and memory, in OUT/profile/",
+    "oom_snapshot": "CUDA: record allocator history; dump OUT/profile/oom_rankR.pickle when a step runs out of memory",
     "spike_rollback_after": "after this many skipped steps in a row reload the last checkpoint "
     "(keeping the data position); 0: never",
 }
