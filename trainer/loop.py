@@ -19,6 +19,7 @@ from trainer.checkpoint import TRAINER_STATE, Checkpointer
 from trainer.distributed import DistInfo, init_distributed, shutdown
 from trainer.engine import TrainEngine
 from trainer.export_hf import export_live
+from trainer.init_from import init_from, mixture_record
 from trainer.metrics import DataIndexWriter, MetricsLogger, Throughput
 from trainer.prepare import PreparedData, prepare_data
 from trainer.profiling import StepProfiler, oom_snapshot
@@ -87,6 +88,7 @@ def _run_meta(cfg: TrainConfig, data: PreparedData) -> dict[str, Any]:
             "bos_id": data.bos_id,
         },
         "train_config": flat_record(cfg),
+        "mixture": mixture_record(Path(cfg.shards)),
     }
 
 
@@ -96,8 +98,8 @@ def _spike_guard(cfg: TrainConfig) -> SpikeGuard | None:
     return SpikeGuard(SpikeConfig(True, cfg.spike_window, cfg.spike_sigma, cfg.spike_rollback_after))
 
 
-def _saved_guard_state(checkpoint: Path) -> dict[str, Any] | None:
-    return json.loads((checkpoint / TRAINER_STATE).read_text()).get("spike_guard")
+def _saved_state(checkpoint: Path) -> dict[str, Any]:
+    return json.loads((checkpoint / TRAINER_STATE).read_text())
 
 
 def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
@@ -107,6 +109,8 @@ def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
 
 
 def _run(cfg: TrainConfig, info: DistInfo) -> TrainResult:
+    if cfg.init_optimizer and cfg.init_from is None:
+        raise ValueError("--init-optimizer needs --init-from")
     out = Path(cfg.out)
     profiler = StepProfiler(cfg.profile_steps, out, info.rank, info.device)
     data = prepare_data(cfg, info)
@@ -123,7 +127,7 @@ def _run(cfg: TrainConfig, info: DistInfo) -> TrainResult:
 
     def load(path: Path) -> dict[str, Any]:
         state = ckpt.load(path, engine.model, engine.optimizer, engine.scheduler, loader.state_dict())
-        guard_state = _saved_guard_state(path)
+        guard_state = _saved_state(path).get("spike_guard")
         if guard is not None and guard_state is not None:
             guard.load_state_dict(guard_state)
         return state
@@ -132,6 +136,12 @@ def _run(cfg: TrainConfig, info: DistInfo) -> TrainResult:
     if latest is not None:
         loader.load_state_dict(load(latest))
         log.info("resumed from %s at step %d", latest, loader.step)
+        if "init_from" in _saved_state(latest):
+            meta["init_from"] = _saved_state(latest)["init_from"]
+    elif cfg.init_from is not None:
+        optimizer = engine.optimizer if cfg.init_optimizer else None
+        meta["init_from"] = init_from(Path(cfg.init_from), engine.model, data.model_cfg, optimizer)
+        log.info("phase starts from %s", meta["init_from"])
     if info.is_main:
         out.mkdir(parents=True, exist_ok=True)
         (out / "run_config.json").write_text(json.dumps(meta, indent=1, default=str))

@@ -57,6 +57,8 @@ class TrainConfig:
     checkpoint_every: int = 0
     keep_checkpoints: int = 2
     resume: bool = False
+    init_from: Path | None = None  # a new phase from trained weights (trainer.init_from)
+    init_optimizer: bool = False
     max_steps: int | None = None  # stop early; the schedule spans the epoch unless schedule_span=max_steps
     schedule_span: ScheduleSpan = "epoch"
     spike_guard: bool = True  # trainer.stability: thresholds and their sources
@@ -84,6 +86,9 @@ HELP: dict[str, str] = {
     "betas": "AdamW (beta1, beta2)",
     "spike_guard": "skip an update whose loss or grad norm is not finite or > mean + sigma*std of the last "
     "--spike-window accepted steps (OLMo-core's defaults: 128, 6); a 'spike' record goes to metrics.jsonl",
+    "init_from": "start this run (a new phase, e.g. an anneal on another mixture) from the weights of a "
+    "trainer checkpoint step_* dir or an exported HF folder; data position and LR schedule start at 0",
+    "init_optimizer": "with --init-from a checkpoint: also load its AdamW state",
     "profile_steps": "A:B: torch.profiler Chrome trace of optimizer steps A..B (1-based), one per rank, "
     "with shapes and memory, in OUT/profile/",
     "oom_snapshot": "CUDA: record allocator history; dump OUT/profile/oom_rankR.pickle when a step runs out of memory",
