@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 
 def parse_steps(spec: str) -> tuple[int, int]:
-    """"A:B" -> (A, B), 1 <= A <= B; a one-line error otherwise."""
+    """ "A:B" -> (A, B), 1 <= A <= B; a one-line error otherwise."""
     try:
         first, last = (int(part) for part in spec.split(":"))
     except ValueError:
