@@ -46,8 +46,10 @@ class TrainEngine:
         ac: ACMode = "none",
         compile: bool = False,
         fsdp: bool | None = None,
+        document_eot: int | None = None,
     ) -> None:
         self.device, self.optim_cfg, self.world_size = dist_info.device, optim, dist_info.world_size
+        self.forward_kw = {} if document_eot is None else {"document_eot": document_eot}  # document masking
         param_dtype = torch.bfloat16 if bf16 else None
         # One fp32 rank has nothing to shard or reduce: FSDP2 would only add its per-block hooks and
         # DTensor dispatch (~ +375 ops and +9-12 ms a step on the nanoGPT-sized model, issue 17). bf16
@@ -100,7 +102,7 @@ class TrainEngine:
         for i, batch in enumerate(micro_batches):
             set_gradient_sync(self.model, i == n - 1)
             batch = self._to_device(batch)
-            logits = self.model(batch[:, :-1])
+            logits = self.model(batch[:, :-1], **self.forward_kw)
             loss = lm_loss(logits, batch[:, 1:], self.optim_cfg.z_loss) / n
             if loss_scale != 1.0:
                 loss = loss * loss_scale
@@ -126,6 +128,6 @@ class TrainEngine:
         total = torch.zeros((), device=self.device)
         for batch in batches:
             batch = self._to_device(batch)
-            total += lm_loss(self.model(batch[:, :-1]), batch[:, 1:])
+            total += lm_loss(self.model(batch[:, :-1], **self.forward_kw), batch[:, 1:])
         self.model.train()
         return float(all_reduce_mean(total / len(batches)))

@@ -70,9 +70,11 @@ def schedule_steps(cfg: TrainConfig, epoch_steps: int) -> int:
 
 def _build_engine(cfg: TrainConfig, info: DistInfo, data: PreparedData) -> TrainEngine:
     total = schedule_steps(cfg, data.plan.steps)
+    eot = data.eos_id if cfg.document_masking else None
     engine = TrainEngine(
-        data.model_cfg, info, cfg.optim, total, seed=cfg.seed, bf16=cfg.bf16, ac=cfg.ac, compile=cfg.compile
-    )
+        data.model_cfg, info, cfg.optim, total, seed=cfg.seed, bf16=cfg.bf16, ac=cfg.ac, compile=cfg.compile,
+        document_eot=eot,
+    )  # fmt: skip
     log.info("model %s: %.2fM params, %s", cfg.model, data.model_cfg.num_params() / 1e6, data.model_cfg)
     return engine
 

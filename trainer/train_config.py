@@ -39,6 +39,7 @@ class TrainConfig:
     ffn_dim: int | None = None
     qk_norm: bool = False
     untied: bool = False
+    document_masking: bool = False  # attention and RoPE positions stop at <|endoftext|> inside a window
     vocab_multiple: int = 64
     seq_len: int | None = None  # default: the manifest's seq_len
     global_batch_tokens: int | None = None  # derives micro_batch x grad_accum (trainer.batch)
@@ -84,6 +85,8 @@ HELP: dict[str, str] = {
     "the LR schedule still spans the whole epoch unless --schedule-span max_steps",
     "schedule_span": "epoch: warmup/decay over the whole epoch; max_steps: over --max-steps (a short run decays fully)",
     "betas": "AdamW (beta1, beta2)",
+    "document_masking": "attention does not cross <|endoftext|> inside a window and positions restart per "
+    "document (an SDPA mask: slower than plain causal attention)",
     "spike_guard": "skip an update whose loss or grad norm is not finite or > mean + sigma*std of the last "
     "--spike-window accepted steps (OLMo-core's defaults: 128, 6); a 'spike' record goes to metrics.jsonl",
     "init_from": "start this run (a new phase, e.g. an anneal on another mixture) from the weights of a "
