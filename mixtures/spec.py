@@ -51,6 +51,8 @@ class SourceSpec:
     rehydrate: dict[int, int] | None = None
     column: str = "text"
     cluster_column: str = "minhash_cluster_size"
+    top_fraction: float | None = None  # keep only the best documents by `score_column` (top_slice.py)
+    score_column: str = "quality_score"
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,8 @@ def _source(raw: Any, idx: int) -> SourceSpec:
     if not isinstance(raw, dict):
         raise SpecError(f"sources[{idx}] must be a mapping")
     where = f"sources[{idx}] ({raw.get('name', '?')})"
-    unknown = set(raw) - {"name", "path", "weight", "max_repetition", "rehydrate", "column", "cluster_column"}
+    known = {"name", "path", "weight", "max_repetition", "rehydrate", "column", "cluster_column"}
+    unknown = set(raw) - known - {"top_fraction", "score_column"}
     if unknown:
         raise SpecError(f"{where}: unknown keys {sorted(unknown)}")
     for key in ("name", "path", "weight"):
@@ -150,6 +153,9 @@ def _source(raw: Any, idx: int) -> SourceSpec:
         raise SpecError(f"{where}: weight must be >= 0, got {raw['weight']!r}")
     if not math.isfinite(max_rep) or max_rep <= 0:
         raise SpecError(f"{where}: max_repetition must be > 0, got {raw.get('max_repetition')!r}")
+    top = raw.get("top_fraction")
+    if top is not None and not (isinstance(top, int | float) and 0 < top <= 1):
+        raise SpecError(f"{where}: top_fraction must be in (0, 1], got {top!r}")
     return SourceSpec(
         name=str(raw["name"]),
         paths=tuple(str(p) for p in paths),
@@ -158,6 +164,8 @@ def _source(raw: Any, idx: int) -> SourceSpec:
         rehydrate=_rehydrate(raw.get("rehydrate"), where),
         column=str(raw.get("column", "text")),
         cluster_column=str(raw.get("cluster_column", "minhash_cluster_size")),
+        top_fraction=None if top is None else float(top),
+        score_column=str(raw.get("score_column", "quality_score")),
     )
 
 
