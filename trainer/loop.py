@@ -1,7 +1,8 @@
 """The training loop: prepare the data, build the engine, resume, step through the epoch, save, export.
 
 Each concern lives in its own module (`prepare`, `engine`, `checkpoint`, `metrics`, `export_hf`);
-this one only orders them, so the whole run reads top to bottom in `_train`.
+this one only orders them, so the whole run reads top to bottom in `_run`; `stability`, `profiling` and
+`init_from` are the long-run operations it calls (spike guard and rollback, traces, a phase from trained weights).
 """
 
 from __future__ import annotations
