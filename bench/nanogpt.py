@@ -20,7 +20,9 @@ the whole validation split (ours: the trainer's final eval on `--val-shards` hol
 document; nanoGPT: its final checkpoint, scored here with its own model code). Throughput is the
 median over iterations of each loop's own per-iteration time (nanoGPT's printed `time`, our
 `metrics.jsonl` `tokens_per_s`), so the evaluation pauses do not count on either side. The runs
-alternate (nanoGPT, ours, ours, nanoGPT, ...) so machine load hits both alike.
+alternate (nanoGPT, ours, ours, nanoGPT, ...) so machine load hits both alike; on a machine shared
+with other jobs, whose load drifts over a 4-minute run, `--concurrent` runs each pair at the same time
+(one thread each) instead.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -198,6 +201,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=1, help="pairs of runs, order alternating")
     parser.add_argument("--threads", type=int, default=1, help="OMP threads of each run")
     parser.add_argument("--ours-flags", default="--compile", help="extra trainer flags for ours (quoted)")
+    parser.add_argument(
+        "--concurrent", action="store_true", help="run each pair at the same time (a machine shared with other jobs)"
+    )
     parser.add_argument("--keep", type=Path, default=None, help="keep the scratch folder here")
     args = parser.parse_args(argv)
     if not args.text.is_file():
@@ -209,16 +215,22 @@ def main(argv: list[str] | None = None) -> None:
         train, val, tok = prepare_ours(data, scratch, args.iters)
         print(json.dumps({"nanogpt_commit": commit, "iters": args.iters, "threads": args.threads}), flush=True)
         runs: dict[str, list[dict]] = {"nanogpt": [], "ours": []}
+        def run(loop: str, r: int) -> dict:
+            out = scratch / f"run_{loop}_{r}"
+            if loop == "nanogpt":
+                return run_nanogpt(scratch / "nanogpt", data, args.iters, args.threads, out)
+            return run_ours(train, val, tok, args.iters, args.threads, out, args.ours_flags.split())
+
         for r in range(args.repeats):
             order = ("nanogpt", "ours") if r % 2 == 0 else ("ours", "nanogpt")
+            if args.concurrent:  # both at once: a shared machine's load hits both at the same moments
+                with ThreadPoolExecutor(2) as pool:
+                    results = dict(zip(order, pool.map(lambda loop: run(loop, r), order), strict=True))
+            else:
+                results = {loop: run(loop, r) for loop in order}
             for loop in order:
-                out = scratch / f"run_{loop}_{r}"
-                if loop == "nanogpt":
-                    result = run_nanogpt(scratch / "nanogpt", data, args.iters, args.threads, out)
-                else:
-                    result = run_ours(train, val, tok, args.iters, args.threads, out, args.ours_flags.split())
-                runs[loop].append(result)
-                print(json.dumps({"repeat": r, **result}), flush=True)
+                runs[loop].append(results[loop])
+                print(json.dumps({"repeat": r, **results[loop]}), flush=True)
         med = {k: statistics.median(x["tokens_per_s"] for x in v) for k, v in runs.items()}
         summary = {
             "tokens_per_s_median": med,
