@@ -215,6 +215,7 @@ def main(argv: list[str] | None = None) -> None:
         train, val, tok = prepare_ours(data, scratch, args.iters)
         print(json.dumps({"nanogpt_commit": commit, "iters": args.iters, "threads": args.threads}), flush=True)
         runs: dict[str, list[dict]] = {"nanogpt": [], "ours": []}
+
         def run(loop: str, r: int) -> dict:
             out = scratch / f"run_{loop}_{r}"
             if loop == "nanogpt":
@@ -225,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
             order = ("nanogpt", "ours") if r % 2 == 0 else ("ours", "nanogpt")
             if args.concurrent:  # both at once: a shared machine's load hits both at the same moments
                 with ThreadPoolExecutor(2) as pool:
-                    results = dict(zip(order, pool.map(lambda loop: run(loop, r), order), strict=True))
+                    results = dict(zip(order, pool.map(run, order, [r, r]), strict=True))
             else:
                 results = {loop: run(loop, r) for loop in order}
             for loop in order:
