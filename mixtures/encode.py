@@ -37,6 +37,8 @@ class EncodeTask:
     fast: bool = True
     batch_docs: int = 1024
     encode_threads: int = 1  # >1 only while HF tokenizers' own threads are off (parts.py)
+    score_column: str | None = None  # with min_score: keep rows scoring >= min_score (top_slice.py)
+    min_score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -101,10 +103,14 @@ def encode_task(task: EncodeTask) -> TokenPart:
 def _batches(parquet: pq.ParquetFile, task: EncodeTask, skipped: list[int]) -> Iterator[Batch]:
     """The task's non-empty texts, `batch_docs` rows at a time; empty ones are counted in `skipped`."""
     columns = [task.column] + ([task.cluster_column] if task.cluster_column else [])
+    columns += [task.score_column] if task.min_score is not None and task.score_column else []
     for batch in parquet.iter_batches(task.batch_docs, row_groups=task.row_groups, columns=columns):
         texts = batch.column(0).to_pylist()
         keep = [i for i, t in enumerate(texts) if t]
         skipped[0] += len(texts) - len(keep)
+        if task.min_score is not None:
+            scores = batch.column(columns.index(str(task.score_column))).to_pylist()
+            keep = [i for i in keep if scores[i] is not None and scores[i] >= task.min_score]
         if not keep:
             continue
         sizes = None

@@ -11,6 +11,7 @@ from mixtures.encode import EncodeTask, TokenPart, encode_task
 from mixtures.manifest import TokenizerInfo
 from mixtures.pool import available_cores, run_tasks, tokenizers_threads_off
 from mixtures.sources import ResolvedSource, check_shard_tokenizer, shard_part
+from mixtures.top_slice import score_threshold
 
 ROWS_PER_TASK = 50_000
 
@@ -32,11 +33,16 @@ def tokenize_sources(
     parts: list[TokenPart] = []
     for idx, source in enumerate(sources):
         if source.kind == "shards":
+            if source.spec.top_fraction is not None:
+                raise ValueError(f"source {source.spec.name}: top_fraction needs documents (parquet), not shards")
             check_shard_tokenizer(source, info.sha256, token_size)
             for j, ds in enumerate(source.files):
                 parts.append(shard_part(ds, idx, token_size, tmp / f"s{idx}-shard{j}.len.npy"))
             continue
         cluster = source.spec.cluster_column if source.spec.rehydrate else None
+        min_score = None
+        if source.spec.top_fraction is not None:
+            min_score = score_threshold(source.files, source.spec.score_column, source.spec.top_fraction)
         for j, file in enumerate(source.files):
             for k, groups in enumerate(row_group_spans(file)):
                 tasks.append(
@@ -52,6 +58,8 @@ def tokenize_sources(
                         bos_id=info.bos_id,
                         eos_id=info.eos_id if append_eos else None,
                         fast=fast,
+                        score_column=source.spec.score_column,
+                        min_score=min_score,
                     )
                 )
     if workers > 1:  # processes: each sets its own Rust thread count (pool.py)

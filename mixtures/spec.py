@@ -4,7 +4,7 @@
     target_tokens: 2_000_000_000
     seq_len: 2048
     seed: 0
-    separator: append                   # append | prepend | both (see tokenizer/README.md)
+    separator: append                   # append | prepend | both | none (see tokenizer/README.md)
     tokens_per_file: 268435456          # output shard size (the trainer reads files in parallel)
     workers: 1                          # 1: this process, all cores; N > 1: N processes (pool.py)
     encoder: auto                       # auto: tiktoken when installed and equivalent (encoders.py); hf
@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 import yaml
 
-SEPARATORS = ("append", "prepend", "both")
+SEPARATORS = ("append", "prepend", "both", "none")
 ENCODERS = ("auto", "hf")
 EPOCH = "epoch"  # `target_tokens: epoch`: every document of every source once
 
@@ -58,6 +58,8 @@ class SourceSpec:
     rehydrate: dict[int, int] | None = None
     column: str = "text"
     cluster_column: str = "minhash_cluster_size"
+    top_fraction: float | None = None  # keep only the best documents by `score_column` (top_slice.py)
+    score_column: str = "quality_score"
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,8 @@ def _source(raw: Any, idx: int, epoch: bool = False) -> SourceSpec:
     if not isinstance(raw, dict):
         raise SpecError(f"sources[{idx}] must be a mapping")
     where = f"sources[{idx}] ({raw.get('name', '?')})"
-    unknown = set(raw) - {"name", "path", "weight", "max_repetition", "rehydrate", "column", "cluster_column"}
+    known = {"name", "path", "weight", "max_repetition", "rehydrate", "column", "cluster_column"}
+    unknown = set(raw) - known - {"top_fraction", "score_column"}
     if unknown:
         raise SpecError(f"{where}: unknown keys {sorted(unknown)}")
     for key in ("name", "path") if epoch else ("name", "path", "weight"):
@@ -166,6 +169,9 @@ def _source(raw: Any, idx: int, epoch: bool = False) -> SourceSpec:
     rehydrate = _rehydrate(raw.get("rehydrate"), where)
     if epoch:
         _check_epoch_source(weight, max_rep, rehydrate, where)
+    top = raw.get("top_fraction")
+    if top is not None and not (isinstance(top, int | float) and 0 < top <= 1):
+        raise SpecError(f"{where}: top_fraction must be in (0, 1], got {top!r}")
     return SourceSpec(
         name=str(raw["name"]),
         paths=tuple(str(p) for p in paths),
@@ -174,6 +180,8 @@ def _source(raw: Any, idx: int, epoch: bool = False) -> SourceSpec:
         rehydrate=rehydrate,
         column=str(raw.get("column", "text")),
         cluster_column=str(raw.get("cluster_column", "minhash_cluster_size")),
+        top_fraction=None if top is None else float(top),
+        score_column=str(raw.get("score_column", "quality_score")),
     )
 
 

@@ -2,8 +2,9 @@
 
 ``python -m pipelines.run sample --train`` (what ``quickstart.sh`` runs) ends here: a byte-level BPE
 trained on the deduplicated documents, a one-epoch mixture of all their tokens, and one epoch of the
-tiny model under ``torchrun`` (2 ranks, gloo on CPU), exported to a Hugging Face checkpoint. Each
-step is skipped when its output is already complete, so a rerun resumes.
+tiny model under ``torchrun`` (2 ranks, gloo on CPU), exported to a Hugging Face checkpoint; the
+``--model --vocab-size --nproc --seq-len`` flags of ``pipelines.run`` set those four. Each step is
+skipped when its output is already complete, so a rerun resumes (with the same knobs: ``chain.json``).
 
 The mixture spec asks for ``target_tokens: epoch``: the build counts the tokens while it tokenizes
 the run's kept documents (``deduped/`` when dedup ran, else ``curated/``: ``common.run_dir``), so the
@@ -18,11 +19,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from common.atomic import atomic_write_text
 from mixtures.spec import EPOCH
+from pipelines.errors import ExecutorError
 
 if TYPE_CHECKING:
     from pipelines.ray_cluster.chain import RayOptions
@@ -32,13 +35,43 @@ REPO = Path(__file__).resolve().parents[1]
 
 @dataclass(frozen=True)
 class ChainConfig:
+    """The chain's knobs (``pipelines.run --train --model --vocab-size --nproc --seq-len``)."""
+
     vocab_size: int = 4096
     seq_len: int = 256
-    model: str = "tiny"
+    model: str = "tiny"  # a trainer preset or a model YAML (trainer/model_spec.py)
     nproc: int = 2
     micro_batch: int = 8
     lr: float = 3e-3
     tokens_per_file: int = 20_000
+
+    def __post_init__(self) -> None:
+        # a byte-level BPE starts from 256 byte tokens plus <|endoftext|>
+        if self.vocab_size < 257:
+            raise ExecutorError(f"--vocab-size must be >= 257 (256 bytes + <|endoftext|>), got {self.vocab_size}")
+        for name in ("seq_len", "nproc", "micro_batch", "tokens_per_file"):
+            if getattr(self, name) < 1:
+                raise ExecutorError(f"chain {name} must be >= 1, got {getattr(self, name)}")
+
+
+CHAIN_RECORD = "chain.json"
+
+
+def check_chain_record(run_dir: Path, config: ChainConfig) -> None:
+    """A rerun resumes only the chain it started: other knobs over existing outputs would be silently ignored."""
+    record = run_dir / CHAIN_RECORD
+    mine = asdict(config)
+    if record.is_file():
+        theirs = json.loads(record.read_text())
+        changed = sorted(k for k in mine if theirs.get(k) != mine[k])
+        if changed:
+            raise ExecutorError(
+                f"{run_dir} holds a chain built with other settings ({', '.join(changed)}); use another --out "
+                "or delete its tokenizer/, mixture/, train/ and chain.json"
+            )
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(record, json.dumps(mine, indent=1))
 
 
 def mixture_spec(run_dir: Path, tok_dir: Path, config: ChainConfig) -> dict[str, Any]:
@@ -61,6 +94,7 @@ def run_chain(
     from tokenizer.train import train_tokenizer
 
     config = config or ChainConfig()
+    check_chain_record(run_dir, config)
     on_ray = None
     if ray is not None:
         from pipelines.ray_cluster.chain import RayChain

@@ -94,8 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--train",
         action="store_true",
-        help="then train a tokenizer, build a one-epoch mixture and train the tiny model (torchrun, 2 ranks)",
+        help="then train a tokenizer, build a one-epoch mixture and train a model for one epoch (torchrun)",
     )
+    chain = parser.add_argument_group("with --train (the chain after curation)")
+    chain.add_argument("--model", default="tiny", help="trainer preset (tiny, 125M, 350M, 1B, 7B) or a model YAML")
+    chain.add_argument("--vocab-size", type=int, default=4096, help="byte-level BPE vocabulary (default: 4096)")
+    chain.add_argument("--nproc", type=int, default=2, help="torchrun ranks for training (default: 2)")
+    chain.add_argument("--seq-len", type=int, default=256, help="tokens per training window (default: 256)")
     return parser
 
 
@@ -237,10 +242,11 @@ def main(argv: list[str] | None = None) -> int:
 
     print_summary(layout, stats, write_report(layout.root))
     if args.train:
-        from pipelines.chain import print_chain, run_chain
+        from pipelines.chain import ChainConfig, print_chain, run_chain
 
         try:
-            print_chain(run_chain(layout.root, ray=ray_options(args)))
+            knobs = ChainConfig(vocab_size=args.vocab_size, seq_len=args.seq_len, model=args.model, nproc=args.nproc)
+            print_chain(run_chain(layout.root, knobs, ray=ray_options(args)))
         except ExecutorError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

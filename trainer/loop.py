@@ -1,7 +1,8 @@
 """The training loop: prepare the data, build the engine, resume, step through the epoch, save, export.
 
 Each concern lives in its own module (`prepare`, `engine`, `checkpoint`, `metrics`, `export_hf`);
-this one only orders them, so the whole run reads top to bottom in `_train`.
+this one only orders them, so the whole run reads top to bottom in `_run`; `stability`, `profiling` and
+`init_from` are the long-run operations it calls (spike guard and rollback, traces, a phase from trained weights).
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ from typing import Any
 
 from tqdm import tqdm
 
-from trainer.checkpoint import Checkpointer
+from trainer.checkpoint import TRAINER_STATE, Checkpointer
 from trainer.distributed import DistInfo, init_distributed, shutdown
 from trainer.engine import TrainEngine
 from trainer.export_hf import export_live
+from trainer.init_from import init_from, mixture_record
 from trainer.mesh import ParallelDims
 from trainer.metrics import DataIndexWriter, MetricsLogger, Throughput
 from trainer.pipeline_parallel import export_from_checkpoint
 from trainer.prepare import PreparedData, prepare_data
+from trainer.profiling import StepProfiler, oom_snapshot
+from trainer.stability import SpikeConfig, SpikeGuard, injected_loss_scales
 from trainer.train_config import TrainConfig, flat_record
 
 log = logging.getLogger(__name__)
@@ -58,17 +62,29 @@ def _setup_logging(info: DistInfo) -> None:
     )
 
 
+def schedule_steps(cfg: TrainConfig, epoch_steps: int) -> int:
+    """Steps the LR schedule spans: the epoch, or `--max-steps` with `--schedule-span max_steps`."""
+    if cfg.schedule_span == "epoch":
+        return epoch_steps
+    if cfg.max_steps is None:
+        raise ValueError("--schedule-span max_steps needs --max-steps")
+    return min(cfg.max_steps, epoch_steps)
+
+
 def _build_engine(cfg: TrainConfig, info: DistInfo, data: PreparedData) -> TrainEngine:
+    total = schedule_steps(cfg, data.plan.steps)
+    eot = data.eos_id if cfg.document_masking else None
     engine = TrainEngine(
         data.model_cfg,
         info,
         cfg.optim,
-        data.plan.steps,
+        total,
         seed=cfg.seed,
         bf16=cfg.bf16,
         ac=cfg.ac,
         compile=cfg.compile,
         pp_schedule=cfg.pp_schedule,
+        document_eot=eot,
     )
     log.info("model %s: %.2fM params, %s", cfg.model, data.model_cfg.num_params() / 1e6, data.model_cfg)
     return engine
@@ -85,26 +101,60 @@ def _run_meta(cfg: TrainConfig, data: PreparedData) -> dict[str, Any]:
             "bos_id": data.bos_id,
         },
         "train_config": flat_record(cfg),
+        "mixture": mixture_record(Path(cfg.shards)),
     }
+
+
+def _spike_guard(cfg: TrainConfig) -> SpikeGuard | None:
+    if not cfg.spike_guard:
+        return None
+    return SpikeGuard(SpikeConfig(True, cfg.spike_window, cfg.spike_sigma, cfg.spike_rollback_after))
+
+
+def _saved_state(checkpoint: Path) -> dict[str, Any]:
+    return json.loads((checkpoint / TRAINER_STATE).read_text())
 
 
 def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
     _setup_logging(info)
+    with oom_snapshot(cfg.oom_snapshot, Path(cfg.out), info.rank, info.device):
+        return _run(cfg, info)
+
+
+def _run(cfg: TrainConfig, info: DistInfo) -> TrainResult:
+    if cfg.init_optimizer and cfg.init_from is None:
+        raise ValueError("--init-optimizer needs --init-from")
     out = Path(cfg.out)
+    profiler = StepProfiler(cfg.profile_steps, out, info.rank, info.device)
     data = prepare_data(cfg, info)
     plan, loader = data.plan, data.loader
     engine = _build_engine(cfg, info, data)
     ckpt = Checkpointer(out / "checkpoints", cfg.keep_checkpoints)
     meta = _run_meta(cfg, data)
+    guard = _spike_guard(cfg)
+    loss_scales = injected_loss_scales()
 
     def save(step: int) -> None:
-        ckpt.save(step, engine.model, engine.optimizer, engine.scheduler, loader.state_dict(), meta)
+        saved = {**meta, "spike_guard": guard.state_dict()} if guard is not None else meta
+        ckpt.save(step, engine.model, engine.optimizer, engine.scheduler, loader.state_dict(), saved)
+
+    def load(path: Path) -> dict[str, Any]:
+        state = ckpt.load(path, engine.model, engine.optimizer, engine.scheduler, loader.state_dict())
+        guard_state = _saved_state(path).get("spike_guard")
+        if guard is not None and guard_state is not None:
+            guard.load_state_dict(guard_state)
+        return state
 
     latest = ckpt.latest() if cfg.resume else None
     if latest is not None:
-        state = ckpt.load(latest, engine.model, engine.optimizer, engine.scheduler, loader.state_dict())
-        loader.load_state_dict(state)
+        loader.load_state_dict(load(latest))
         log.info("resumed from %s at step %d", latest, loader.step)
+        if "init_from" in _saved_state(latest):
+            meta["init_from"] = _saved_state(latest)["init_from"]
+    elif cfg.init_from is not None:
+        optimizer = engine.optimizer if cfg.init_optimizer else None
+        meta["init_from"] = init_from(Path(cfg.init_from), engine.model, data.model_cfg, optimizer)
+        log.info("phase starts from %s", meta["init_from"])
     if info.is_main:
         out.mkdir(parents=True, exist_ok=True)
         (out / "run_config.json").write_text(json.dumps(meta, indent=1, default=str))
@@ -123,13 +173,40 @@ def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
     stop = cfg.max_steps if cfg.max_steps is not None else plan.steps
     # rank 0 only; tqdm turns itself off when stderr is not a terminal (logs, CI)
     bar = tqdm(total=stop, initial=loader.step, desc="training", unit="step", disable=None if info.is_main else True)
+
+    def roll_back(step: int) -> None:
+        """Reload the last checkpoint's weights, optimizer and schedule; keep the data position."""
+        assert guard is not None
+        target = ckpt.latest()
+        if target is None:
+            raise RuntimeError(
+                f"{guard.in_a_row} steps in a row were skipped as spikes (to step {step}) and there is no "
+                "checkpoint to roll back to; set --checkpoint-every or raise --spike-rollback-after"
+            )
+        saved = load(target)
+        guard.in_a_row = 0
+        first = int(saved["consumed_samples"])
+        back = first // plan.global_batch
+        for _ in range(step - back):  # the schedule is a function of the step: bring it back to this one
+            engine.scheduler.step()
+        skipped = [first, loader.consumed]
+        log.warning("rolled back to %s (step %d); permutation slots %s..%s are skipped", target, back, *skipped)
+        metrics.log({"step": step, "rollback": str(target), "rollback_to_step": back, "skipped_windows": skipped})
+
     for micro in loader:
         step = loader.step  # steps completed once this batch is applied (1-based)
-        result = engine.train_step([tokens for _, tokens in micro])
+        profiler.before_step(step)
+        result = engine.train_step([tokens for _, tokens in micro], guard, loss_scales.get(step, 1.0))
+        profiler.after_step(step)
         bar.update(1)
         if indices is not None:
             indices.write(step, [ids for ids, _ in micro])
-        if step % cfg.log_every == 0 or step in (1, plan.steps, stop):
+        if result.spike is not None:
+            log.warning("step %d skipped: %s", step, result.spike)
+            metrics.log(result.spike.record(step))
+            if guard is not None and guard.should_roll_back:
+                roll_back(step)
+        elif step % cfg.log_every == 0 or step in (1, plan.steps, stop):
             losses.append((step, float(result.loss)))
             record = {"step": step, "loss": losses[-1][1], "grad_norm": float(result.grad_norm), "lr": result.lr}
             metrics.log({**record, **throughput.measure(step)})
@@ -143,6 +220,7 @@ def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
     bar.close()
 
     step = loader.step
+    profiler.close(step)
     if data.val and (not val_losses or val_losses[-1][0] != step):
         evaluate(step)
     if last_saved != step:

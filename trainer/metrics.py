@@ -1,11 +1,16 @@
 """What a run records about itself: throughput (FLOPs per token, MFU against a peak table), the
 JSONL/stdout metrics logger, and the per-rank data-index trail.
+
+MFU needs a peak that does not move between runs: datasheet figures for GPUs, and for CPUs the
+spec figure cores x clock x FLOPs/cycle read from /proc/cpuinfo (a timed matmul is the labelled fallback).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 import resource
 import sys
 import time
@@ -41,8 +46,15 @@ def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     return 6 * matmul_params + 12 * cfg.n_layers * cfg.dim * seq_len
 
 
+# fp32 FLOPs per cycle per core by the widest vector ISA the CPU reports: 2 FMA ports x lanes x 2
+# (multiply + add). Intel's server cores (Skylake-SP onwards) have two 512-bit FMA ports; AVX2 cores
+# two 256-bit ones (Intel optimization manual, "Peak FLOPs per cycle" tables).
+CPU_FLOPS_PER_CYCLE: tuple[tuple[str, int], ...] = (("avx512f", 64), ("avx2", 32), ("sse2", 8))
+
+
 def measure_cpu_peak(size: int = 512, repeats: int = 8) -> float:
-    """Best fp32 matmul FLOP/s this process gets: the CPU 'peak' (no datasheet figure fits a shared VM)."""
+    """Best fp32 matmul FLOP/s this process gets. Noisy on a shared VM (1.9e11 vs 9.1e10 in two runs of
+    issue 17): only the fallback when the spec sheet figure cannot be read."""
     a, b = torch.randn(size, size), torch.randn(size, size)
     a @ b
     best = float("inf")
@@ -53,8 +65,42 @@ def measure_cpu_peak(size: int = 512, repeats: int = 8) -> float:
     return 2 * size**3 / best
 
 
+def _cpuinfo_field(text: str, key: str) -> str | None:
+    match = re.search(rf"^{key}\s*:\s*(.+)$", text, re.MULTILINE)
+    return match.group(1).strip() if match else None
+
+
+def cpu_spec_peak(cpuinfo: str, threads: int) -> tuple[str, float] | None:
+    """threads x GHz x FLOPs/cycle from /proc/cpuinfo text: stable across runs, unlike a probe.
+
+    The clock is the model name's rated "@ X.XXGHz" when present, else "cpu MHz" (the TSC rate on a
+    VM, the base clock). None when the text gives no clock or no known vector ISA.
+    """
+    name = _cpuinfo_field(cpuinfo, "model name") or ""
+    rated = re.search(r"@\s*([\d.]+)\s*GHz", name)
+    mhz = _cpuinfo_field(cpuinfo, "cpu MHz")
+    ghz = float(rated.group(1)) if rated else (float(mhz) / 1000 if mhz else None)
+    flags = set((_cpuinfo_field(cpuinfo, "flags") or "").split())
+    isa = next(((f, per) for f, per in CPU_FLOPS_PER_CYCLE if f in flags), None)
+    if not ghz or isa is None:
+        return None
+    label = f"cpu-spec ({threads} threads x {ghz:.2f} GHz x {isa[1]} fp32 FLOP/cycle, {isa[0]})"
+    return label, threads * ghz * 1e9 * isa[1]
+
+
+def cpu_peak() -> tuple[str, float]:
+    """This rank's CPU peak: the spec figure for its threads (at most the cores it may run on), else the probe."""
+    threads = min(torch.get_num_threads(), len(os.sched_getaffinity(0)))
+    try:
+        spec = cpu_spec_peak(Path("/proc/cpuinfo").read_text(), threads)
+    except OSError:
+        spec = None
+    return spec if spec is not None else ("cpu-probe (measured matmul, unstable)", measure_cpu_peak())
+
+
 def peak_flops(gpu: str, device: torch.device) -> tuple[str, float]:
-    """(name, peak FLOP/s per device): the named table entry, autodetected on CUDA, measured on CPU."""
+    """(name, peak FLOP/s per device): the named table entry, autodetected on CUDA; on CPU the spec
+    figure (`cpu_spec_peak`), or the probe with `cpu-probe` or where the spec cannot be read."""
     name = gpu.lower()
     if name == "auto":
         if device.type == "cuda":
@@ -63,9 +109,11 @@ def peak_flops(gpu: str, device: torch.device) -> tuple[str, float]:
         else:
             name = "cpu"
     if name == "cpu":
-        return "cpu", measure_cpu_peak()
+        return cpu_peak()
+    if name == "cpu-probe":
+        return "cpu-probe (measured matmul, unstable)", measure_cpu_peak()
     if name not in PEAK_FLOPS:
-        raise KeyError(f"unknown accelerator {gpu!r}; known: {sorted(PEAK_FLOPS)} or cpu")
+        raise KeyError(f"unknown accelerator {gpu!r}; known: {sorted(PEAK_FLOPS)}, cpu or cpu-probe")
     return name, PEAK_FLOPS[name]
 
 

@@ -45,6 +45,24 @@ def rope_cos_sin(
     return angles.cos(), angles.sin()
 
 
+def document_layout(tokens: torch.Tensor, eot: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(attention mask (B, 1, T, T), positions (B, T)) for windows that hold several documents.
+
+    A document ends with its `eot` token; position t may attend to s <= t of the same document only,
+    and positions restart at 0 with each document, so a document scores as it would alone.
+    """
+    b, t = tokens.shape
+    ends = tokens == eot
+    doc = torch.cumsum(ends, dim=1) - ends.long()  # the EOT belongs to the document it ends
+    index = torch.arange(t, device=tokens.device).expand(b, t)
+    starts = torch.zeros_like(ends)
+    starts[:, 1:] = ends[:, :-1]
+    first = torch.cummax(torch.where(starts, index, torch.zeros_like(index)), dim=1).values
+    causal = torch.ones(t, t, dtype=torch.bool, device=tokens.device).tril()
+    mask = (doc[:, :, None] == doc[:, None, :]) & causal
+    return mask[:, None], index - first
+
+
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate pairs (x_i, x_{i+d/2}) by the position angle; x is (B, H, T, hd)."""
     half = x.shape[-1] // 2
@@ -65,7 +83,9 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.wq(x).view(b, t, self.n_heads, self.head_dim)
         k = self.wk(x).view(b, t, self.n_kv_heads, self.head_dim)
@@ -74,7 +94,11 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, T, hd)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv_heads != self.n_heads)
+        gqa = self.n_kv_heads != self.n_heads
+        if mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        else:  # document masking: causal within each document (`document_layout`)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
         return self.wo(y.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -101,8 +125,10 @@ class Block(nn.Module):
         self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.feed_forward = FeedForward(cfg)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x = x + self.attention(self.attention_norm(x), cos, sin)
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x), cos, sin, mask)
         return x + self.feed_forward(self.ffn_norm(x))
 
 
@@ -164,14 +190,20 @@ class Transformer(nn.Module):
         self.rope_cos.copy_(cos)
         self.rope_sin.copy_(sin)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, document_eot: int | None = None) -> torch.Tensor:
+        """With `document_eot`, attention and positions stop at that token (document masking, off by default)."""
         t = tokens.shape[1]
         if t > self.cfg.max_seq_len:
             raise ValueError(f"sequence of {t} tokens exceeds max_seq_len {self.cfg.max_seq_len}")
         h = self.tok_embeddings(tokens)
-        cos, sin = self.rope_cos[:t].to(h.dtype), self.rope_sin[:t].to(h.dtype)
+        mask = None
+        if document_eot is None:
+            cos, sin = self.rope_cos[:t].to(h.dtype), self.rope_sin[:t].to(h.dtype)
+        else:
+            mask, positions = document_layout(tokens, document_eot)
+            cos, sin = self.rope_cos[positions][:, None].to(h.dtype), self.rope_sin[positions][:, None].to(h.dtype)
         for layer in self.layers:
-            h = layer(h, cos, sin)
+            h = layer(h, cos, sin, mask)
         return self.output(self.norm(h))
 
 

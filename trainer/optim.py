@@ -14,8 +14,8 @@ from trainer.schedule import ScheduleKind, default_warmup
 class OptimConfig:
     """Optimizer, clipping, loss and LR-schedule settings (defaults: the seeds' pretraining recipe).
 
-    Field order is the CLI's flag order (`trainer.train_config`); every field but `betas` is a flag
-    of the same name (`--lr`, `--wsd-decay-fraction`, ...).
+    Field order is the CLI's flag order (`trainer.train_config`); every field is a flag of the same
+    name (`--lr`, `--wsd-decay-fraction`, `--betas B1 B2`, ...).
     """
 
     lr: float = 3e-4

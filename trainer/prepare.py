@@ -7,7 +7,7 @@ so it runs before the model is built; the loop then only consumes what `prepare_
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -15,10 +15,12 @@ import torch.distributed as dist
 
 from mixtures.manifest import ManifestError, read_manifest
 from mixtures.reader import ShardReader
+from trainer.batch import BatchError, BatchShape, resolve_batch
 from trainer.compat import check_compatible, check_same_layout, tokenizer_identity
-from trainer.config import ModelConfig, get_preset
+from trainer.config import ModelConfig
 from trainer.data import EpochLoader, EpochPlan, WindowIndex, validation_batches
 from trainer.distributed import DistInfo
+from trainer.model_spec import model_config
 from trainer.train_config import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -52,13 +54,15 @@ def open_shards(path: Path, verify: bool, info: DistInfo) -> ShardReader:
     return ShardReader(path, verify=False)
 
 
-def _model_config(cfg: TrainConfig, vocab_size: int, seq_len: int) -> ModelConfig:
-    """The preset with the run's overrides, its vocab padded from the tokenizer's, long enough for seq_len."""
-    base = get_preset(cfg.model, qk_norm=cfg.qk_norm or None, tie_embeddings=False if cfg.untied else None)
-    model_cfg = base.with_vocab(vocab_size)
-    if model_cfg.max_seq_len < seq_len:
-        model_cfg = replace(model_cfg, max_seq_len=seq_len)
-    return model_cfg
+def batch_shape(cfg: TrainConfig, seq_len: int, world_size: int) -> BatchShape:
+    """The run's micro-batch and accumulation: as given, or derived from `--global-batch-tokens`."""
+    if cfg.global_batch_tokens is None:
+        return BatchShape(cfg.micro_batch, cfg.grad_accum)
+    if cfg.grad_accum != 1:
+        raise BatchError("--global-batch-tokens derives --grad-accum; do not give both")
+    shape = resolve_batch(cfg.global_batch_tokens, seq_len, world_size, cfg.micro_batch)
+    log.info("--global-batch-tokens %d: %s", cfg.global_batch_tokens, shape.describe(seq_len, world_size))
+    return shape
 
 
 def prepare_data(cfg: TrainConfig, info: DistInfo) -> PreparedData:
@@ -69,7 +73,7 @@ def prepare_data(cfg: TrainConfig, info: DistInfo) -> PreparedData:
     if seq_len != manifest.seq_len:
         log.warning("training at seq_len %d, shards were prepared for %d", seq_len, manifest.seq_len)
     tok = tokenizer_identity(cfg.tokenizer)
-    model_cfg = _model_config(cfg, tok.vocab_size, seq_len)
+    model_cfg = model_config(cfg, tok.vocab_size, seq_len)
     check_compatible(manifest, tok, model_cfg.vocab_size)
 
     n_files = len(reader)
@@ -84,11 +88,12 @@ def prepare_data(cfg: TrainConfig, info: DistInfo) -> PreparedData:
         val_index = WindowIndex(val_reader, seq_len)
     elif cfg.val_holdout_files:
         val_index = WindowIndex(reader, seq_len, list(range(n_train, n_files)))
+    shape = batch_shape(cfg, seq_len, info.dp_size)  # batch in tokens: split over data-parallel ranks
     val = []
     if val_index is not None:
-        val = validation_batches(val_index, cfg.micro_batch, cfg.val_batches, info.dp_rank, info.dp_size)
+        val = validation_batches(val_index, shape.micro_batch, cfg.val_batches, info.dp_rank, info.dp_size)
     # data-parallel coordinates: ranks that differ only in tp / pp / cp read the same windows
-    plan = EpochPlan(index.num_windows, cfg.micro_batch, cfg.grad_accum, info.dp_size, seq_len)
+    plan = EpochPlan(index.num_windows, shape.micro_batch, shape.grad_accum, info.dp_size, seq_len)
     loader = EpochLoader(index, plan, info.dp_rank, cfg.seed)
     tok_info = manifest.tokenizer
     return PreparedData(model_cfg, tok.path, tok.sha256, tok_info.eos_id, tok_info.bos_id, plan, loader, val)

@@ -2,9 +2,9 @@
 
 The CLI flags are the config's fields, mechanically: underscores become dashes, booleans are
 `--flag / --no-flag`, `Literal` types are choices, and the nested `optim: OptimConfig` is spelled
-out in place (`--lr`, `--warmup-steps`, ... as flat flags; `betas` has none). This module is the one
+out in place (`--lr`, `--warmup-steps`, `--betas B1 B2`, ... as flat flags). This module is the one
 place that maps flags onto the nested dataclass, both ways (parsing, and the flat record written
-into run_config.json).
+into run_config.json). `HELP` says what the less obvious flags do (shown by `--help`).
 """
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ from __future__ import annotations
 import argparse
 import types
 import typing
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from trainer.config import PRESETS
 from trainer.optim import OptimConfig
 from trainer.parallelize import ACMode
 from trainer.pipeline_parallel import PPSchedule
 
 # OptimConfig fields that are flags, in its field order (which is the flag order).
-OPTIM_FLAGS = tuple(f.name for f in fields(OptimConfig) if f.name != "betas")
+OPTIM_FLAGS = tuple(f.name for f in fields(OptimConfig))
+ScheduleSpan = Literal["epoch", "max_steps"]
 
 
 @dataclass
@@ -32,10 +32,18 @@ class TrainConfig:
     shards: Path
     tokenizer: Path
     out: Path
-    model: str = "tiny"
+    model: str = "tiny"  # a preset name or a model YAML (ModelConfig fields)
+    dim: int | None = None  # the shape flags override the preset's (or the YAML's) fields
+    n_layers: int | None = None
+    n_heads: int | None = None
+    n_kv_heads: int | None = None
+    ffn_dim: int | None = None
     qk_norm: bool = False
     untied: bool = False
+    document_masking: bool = False  # attention and RoPE positions stop at <|endoftext|> inside a window
+    vocab_multiple: int = 64
     seq_len: int | None = None  # default: the manifest's seq_len
+    global_batch_tokens: int | None = None  # derives micro_batch x grad_accum (trainer.batch)
     micro_batch: int = 8
     grad_accum: int = 1
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -51,11 +59,20 @@ class TrainConfig:
     checkpoint_every: int = 0
     keep_checkpoints: int = 2
     resume: bool = False
-    max_steps: int | None = None  # stop early; the schedule still spans the whole epoch
+    init_from: Path | None = None  # a new phase from trained weights (trainer.init_from)
+    init_optimizer: bool = False
+    max_steps: int | None = None  # stop early; the schedule spans the epoch unless schedule_span=max_steps
+    schedule_span: ScheduleSpan = "epoch"
+    spike_guard: bool = True  # trainer.stability: thresholds and their sources
+    spike_window: int = 128
+    spike_sigma: float = 6.0
+    spike_rollback_after: int = 8
     export_hf: bool = True
     gpu: str = "auto"
     device: str = "auto"
     save_data_indices: bool = False
+    profile_steps: str | None = None  # "A:B": Chrome traces of steps A..B per rank (trainer.profiling)
+    oom_snapshot: bool = False
     verify_shards: bool = True
     # How the ranks split the work (trainer/mesh.py): their product is the world size.
     dp_replicate: int = 1  # HSDP: model replicas (e.g. one per node), all-reduced
@@ -66,12 +83,37 @@ class TrainConfig:
     pp_schedule: PPSchedule = "1F1B"
 
 
+HELP: dict[str, str] = {
+    "model": "a preset (tiny, 125M, 350M, 1B, 7B) or a YAML/JSON file of ModelConfig fields (trainer/config.py)",
+    "dim": "model width; with --n-layers --n-heads --n-kv-heads --ffn-dim overrides the --model preset's shape",
+    "vocab_multiple": "pad the model vocabulary up to a multiple of this (1: no padding); GPUs prefer 64",
+    "global_batch_tokens": "tokens per optimizer step; derives --grad-accum (and lowers --micro-batch "
+    "to a divisor if needed) from --seq-len and the number of ranks; --micro-batch is the upper bound",
+    "max_steps": "stop after this many optimizer steps (a run is otherwise exactly one epoch of its shards); "
+    "the LR schedule still spans the whole epoch unless --schedule-span max_steps",
+    "schedule_span": "epoch: warmup/decay over the whole epoch; max_steps: over --max-steps (a short run decays fully)",
+    "betas": "AdamW (beta1, beta2)",
+    "document_masking": "attention does not cross <|endoftext|> inside a window and positions restart per "
+    "document (an SDPA mask: slower than plain causal attention)",
+    "spike_guard": "skip an update whose loss or grad norm is not finite or > mean + sigma*std of the last "
+    "--spike-window accepted steps (OLMo-core's defaults: 128, 6); a 'spike' record goes to metrics.jsonl",
+    "init_from": "start this run (a new phase, e.g. an anneal on another mixture) from the weights of a "
+    "trainer checkpoint step_* dir or an exported HF folder; data position and LR schedule start at 0",
+    "init_optimizer": "with --init-from a checkpoint: also load its AdamW state",
+    "profile_steps": "A:B: torch.profiler Chrome trace of optimizer steps A..B (1-based), one per rank, "
+    "with shapes and memory, in OUT/profile/",
+    "oom_snapshot": "CUDA: record allocator history; dump OUT/profile/oom_rankR.pickle when a step runs out of memory",
+    "spike_rollback_after": "after this many skipped steps in a row reload the last checkpoint "
+    "(keeping the data position); 0: never",
+}
+
+
 def flat_record(cfg: TrainConfig) -> dict[str, Any]:
     """The config as its flags would spell it (optim expanded in place), paths as strings: for JSON."""
     record: dict[str, Any] = {}
     for name, value in asdict(cfg).items():
         if name == "optim":
-            record.update({k: value[k] for k in OPTIM_FLAGS})
+            record.update({k: list(value[k]) if k == "betas" else value[k] for k in OPTIM_FLAGS})
         else:
             record[name] = str(value) if isinstance(value, Path) else value
     return record
@@ -92,18 +134,20 @@ def _flag_fields() -> list[tuple[str, Any, Any]]:
 
 def _add_flag(parser: argparse.ArgumentParser, name: str, hint: Any, default: Any) -> None:
     flag = "--" + name.replace("_", "-")
+    kw: dict[str, Any] = {"help": HELP.get(name)}
     if typing.get_origin(hint) in (typing.Union, types.UnionType):  # X | None: optional, type X
         hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
     if default is MISSING:
-        parser.add_argument(flag, type=hint, required=True)
+        parser.add_argument(flag, type=hint, required=True, **kw)
     elif hint is bool:
-        parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+        parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, **kw)
     elif typing.get_origin(hint) is typing.Literal:
-        parser.add_argument(flag, choices=list(typing.get_args(hint)), default=default)
-    elif name == "model":
-        parser.add_argument(flag, choices=sorted(PRESETS), default=default)
+        parser.add_argument(flag, choices=list(typing.get_args(hint)), default=default, **kw)
+    elif typing.get_origin(hint) is tuple:  # fixed-length numbers, e.g. --betas 0.9 0.95
+        args = typing.get_args(hint)
+        parser.add_argument(flag, type=args[0], nargs=len(args), default=default, metavar=name.upper(), **kw)
     else:
-        parser.add_argument(flag, type=hint, default=default)
+        parser.add_argument(flag, type=hint, default=default, **kw)
 
 
 def parse_args(argv: list[str] | None = None, description: str | None = None) -> TrainConfig:
@@ -113,4 +157,5 @@ def parse_args(argv: list[str] | None = None, description: str | None = None) ->
         _add_flag(parser, name, hint, default)
     values = vars(parser.parse_args(argv))
     optim = OptimConfig(**{name: values.pop(name) for name in OPTIM_FLAGS})
+    optim = replace(optim, betas=tuple(optim.betas))
     return TrainConfig(**values, optim=optim)
