@@ -94,7 +94,11 @@ class CurateConfig:
                 raise
             raise ConfigError(f"{where}: {err}") from None
         config.validate(where)
-        return config
+        # absolute, so that a worker in another directory (a Ray node) reads the same files
+        eval_sets = tuple(str(Path(p).resolve()) for p in config.decontamination.eval_sets)
+        return dataclasses.replace(
+            config, decontamination=dataclasses.replace(config.decontamination, eval_sets=eval_sets)
+        )
 
     def validate(self, where: str) -> None:
         """Checks that need more than types: ranges and files that must exist."""

@@ -86,3 +86,10 @@ def test_two_eval_sets_with_one_name_are_refused(tmp_path: Path) -> None:
     body = f"decontamination:\n  eval_sets: [{tmp_path / 'x' / 'wiki.txt'}, {tmp_path / 'y' / 'wiki.txt'}]\n"
     with pytest.raises(ConfigError, match="both name the eval set 'wiki'"):
         load_recipe(_recipe(tmp_path, body))
+
+
+def test_relative_eval_set_paths_become_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "wiki.txt").write_text("a passage of text\n")
+    monkeypatch.chdir(tmp_path)
+    config = load_recipe(_recipe(tmp_path, "decontamination:\n  eval_sets: [wiki.txt]\n")).curate
+    assert config.decontamination.eval_sets == (str((tmp_path / "wiki.txt").resolve()),)
