@@ -1,56 +1,75 @@
-"""Curate-stage speed: ours against datatrove's FineWeb reference pipeline, same input, one run.
+"""Curate-stage speed: ours (each extractor and WARC reader) against datatrove's FineWeb reference
+pipeline, same input, one run.
 
 Input: the ``html_extraction_*`` pages wrapped into a WARC plus the real ``warc_samples`` files
 (the parity corpus). Each repetition runs, one after another on one core each: datatrove's
-examples/fineweb.py steps, our curate stage, and our curate stage without the language pre-check
-(to show what the pre-check changes). Prints documents per second per core, medians over the
-repetitions, the ratios, and the keep/drop agreement of each run with the reference.
+examples/fineweb.py steps, and our curate stage with the FineWeb recipe as it ships (trafilatura +
+warcio, the parity path), with resiliparse instead of trafilatura (warcio), and with resiliparse read
+by fastwarc (the two switches of ``pipelines/recipes/dclm.yaml``; the FineWeb rules otherwise, so only
+the extractor and the reader change). ``--no-precheck`` adds the parity path without the language
+pre-check. Prints documents per second per core, medians over the repetitions, the ratios to
+datatrove, and the keep/drop agreement of each run with the reference (the goal for the trafilatura
+path; for resiliparse it shows how much another extractor's text changes the rules' verdicts).
 
 Per core = documents / CPU seconds of the run (the process and its extraction sandbox child, see
-``pipelines.compare.cpu_clock``): each pipeline is sequential, so on an idle machine that equals
+``tests.support.parity.cpu_clock``): each pipeline is sequential, so on an idle machine that equals
 wall time, and on a shared one other jobs do not inflate it. Wall-clock figures are printed too.
 
 Each pipeline first processes a small warm-up WARC with the same step objects, untimed: the
 one-time loading (URL blocklists ~5 s, spaCy, fastText) is paid once per task, and a production
 task reads a 1 GB WARC, so the timed figure is the per-document throughput both sides reach.
 
-    python -m bench.curate [--repeats 3] [--timeout 10] [--json out.json]
+    python -m bench.curate [--repeats 3] [--timeout 10] [--no-precheck] [--json out.json]
 """
 
 from __future__ import annotations
 
-# bench/ holds tokenize.py, which would shadow the stdlib module: run from the repo root instead.
 import argparse
 import dataclasses
 import json
 import os
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 from statistics import median
 
+from curate.config import CurateConfig, ReaderConfig
 from pipelines.recipe import load_recipe
 from tests.support import shared_data
 from tests.support.parity import curate_decisions, disagreements, reference_decisions
 from tests.support.warc_writer import Page, write_pages
 
 
+def variants(config: CurateConfig, no_precheck: bool) -> dict[str, CurateConfig]:
+    """Our pipelines to time: the recipe as it ships, then one switch at a time."""
+    def extraction(**changes) -> CurateConfig:
+        return dataclasses.replace(config, extraction=dataclasses.replace(config.extraction, **changes))
+
+    resiliparse = extraction(extractor="resiliparse")
+    out = {
+        "trafilatura + warcio": config,
+        "resiliparse + warcio": resiliparse,
+        "resiliparse + fastwarc": dataclasses.replace(resiliparse, reader=ReaderConfig("fastwarc")),
+    }
+    if no_precheck:
+        out["trafilatura, no pre-check"] = extraction(
+            precheck=dataclasses.replace(config.extraction.precheck, enabled=False)
+        )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=10.0, help="per-page extraction limit, both sides")
+    parser.add_argument("--no-precheck", action="store_true", help="also time trafilatura without the pre-check")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     if not shared_data.available():
         sys.exit(f"shared data not found at {shared_data.shared_data_dir()}")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    config = load_recipe().curate
-    no_precheck = dataclasses.replace(
-        config,
-        extraction=dataclasses.replace(
-            config.extraction, precheck=dataclasses.replace(config.extraction.precheck, enabled=False)
-        ),
-    )
+    ours = variants(load_recipe().curate, args.no_precheck)
     with tempfile.TemporaryDirectory() as tmp:
         pages = Path(tmp) / "pages.warc.gz"
         shared_data.write_extraction_warc(pages)
@@ -59,35 +78,29 @@ def main() -> None:
         body = "<p>Warm-up page {i}: the committee met on Tuesday to discuss the plans for the library.</p>"
         write_pages([Page(f"https://warmup.example/{i}", f"<html><body>{body.format(i=i) * 8}</body></html>".encode())
                      for i in range(4)], warmup[0])
-        runs: dict[str, list[float]] = {"datatrove": [], "ours": [], "ours, no pre-check": []}
-        wall: dict[str, list[float]] = {name: [] for name in runs}
-        agreement: dict[str, list[float]] = {"ours": [], "ours, no pre-check": []}
-        jobs = {
-            "datatrove": lambda: reference_decisions(files, args.timeout, warmup),
-            "ours": lambda: curate_decisions(files, config, args.timeout, warmup),
-            "ours, no pre-check": lambda: curate_decisions(files, no_precheck, args.timeout, warmup),
-        }
+        jobs = {"datatrove": lambda: reference_decisions(files, args.timeout, warmup)}
+        jobs |= {name: partial(curate_decisions, files, config, args.timeout, warmup) for name, config in ours.items()}
+        runs: dict[str, list[float]] = {name: [] for name in jobs}
+        wall: dict[str, list[float]] = {name: [] for name in jobs}
+        agreement: dict[str, list[float]] = {name: [] for name in ours}
         order = list(jobs)
         for rep in range(args.repeats):
             # rotate the order so that a slow period of a noisy machine does not always hit one pipeline
-            results = {name: jobs[name]() for name in order[rep % 3 :] + order[: rep % 3]}
+            shift = rep % len(order)
+            results = {name: jobs[name]() for name in order[shift:] + order[:shift]}
             ref = results["datatrove"]
-            docs = len(ref.seen | results["ours"].seen)
+            docs = len(ref.seen | results["trafilatura + warcio"].seen)
             for name, result in results.items():
                 runs[name].append(docs / result.cpu_seconds)
                 wall[name].append(docs / result.seconds)
                 if name != "datatrove":
                     agreement[name].append(1 - len(disagreements(result, ref)) / docs)
-            print(
-                f"repeat {rep + 1}: {docs} docs; docs per CPU second (wall) datatrove {runs['datatrove'][-1]:.1f} "
-                f"({wall['datatrove'][-1]:.1f}), ours {runs['ours'][-1]:.1f} ({wall['ours'][-1]:.1f}), "
-                f"ours no pre-check {runs['ours, no pre-check'][-1]:.1f} ({wall['ours, no pre-check'][-1]:.1f})",
-                flush=True,
-            )
+            line = ", ".join(f"{name} {runs[name][-1]:.1f} ({wall[name][-1]:.1f})" for name in order)
+            print(f"repeat {rep + 1}: {docs} docs; docs per CPU second (wall): {line}", flush=True)
     base, wall_base = median(runs["datatrove"]), median(wall["datatrove"])
     summary = {}
     header = f"{'docs/s/core (median)':>22} {'ratio':>7} {'wall docs/s':>12} {'ratio':>7} {'agreement':>10}"
-    print(f"\n{'pipeline':22} {header}")
+    print(f"\n{'pipeline':26} {header}")
     for name, values in runs.items():
         ratio, wall_ratio = median(values) / base, median(wall[name]) / wall_base
         agree = min(agreement[name]) if name in agreement else 1.0
@@ -97,7 +110,7 @@ def main() -> None:
             "agreement": agree,
         }
         print(
-            f"{name:22} {median(values):>22.1f} {ratio:>6.2f}x {median(wall[name]):>12.1f} {wall_ratio:>6.2f}x"
+            f"{name:26} {median(values):>22.1f} {ratio:>6.2f}x {median(wall[name]):>12.1f} {wall_ratio:>6.2f}x"
             f" {agree:>10.4f}"
         )
     if args.json:

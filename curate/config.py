@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from common.config import ConfigError, from_mapping
+from filters.decontamination import DecontaminationConfig
 from filters.quality import Rules, SignalOptions
+
+EXTRACTORS = ("trafilatura", "resiliparse")  # curate/extract.py, curate/extract_resiliparse.py
+WARC_LIBRARIES = ("warcio", "fastwarc")  # curate/warc.py, curate/warc_fastwarc.py
+
+
+@dataclass(frozen=True)
+class ReaderConfig:
+    library: str  # warcio (RobustWarcReader) or fastwarc (FastWarcReader): the same documents on sound files
 
 
 @dataclass(frozen=True)
@@ -29,8 +38,10 @@ class PrecheckConfig:
 
 @dataclass(frozen=True)
 class ExtractionConfig:
-    favour_precision: bool
-    deduplicate: bool
+    extractor: str  # trafilatura or resiliparse, behind the same step contract
+    main_content: bool  # resiliparse only: its main-content heuristic (DCLM's setting)
+    favour_precision: bool  # trafilatura only
+    deduplicate: bool  # trafilatura only
     timeout: float
     max_html_bytes: int
     precheck: PrecheckConfig
@@ -60,6 +71,7 @@ class PiiConfig:
 class CurateConfig:
     """Every section of the recipe the curate stage reads, in the order its steps run."""
 
+    reader: ReaderConfig
     url_filter: UrlFilterConfig
     extraction: ExtractionConfig
     language: LanguageConfig
@@ -67,6 +79,7 @@ class CurateConfig:
     rules: Rules
     quality_classifier: QualityClassifierConfig
     pii: PiiConfig
+    decontamination: DecontaminationConfig
 
     @classmethod
     def sections(cls) -> tuple[str, ...]:
@@ -74,9 +87,18 @@ class CurateConfig:
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any], where: str) -> CurateConfig:
-        config = from_mapping(cls, data, where)
+        try:
+            config = from_mapping(cls, data, where)
+        except ValueError as err:  # a section's own check (DecontaminationConfig.__post_init__)
+            if isinstance(err, ConfigError):
+                raise
+            raise ConfigError(f"{where}: {err}") from None
         config.validate(where)
-        return config
+        # absolute, so that a worker in another directory (a Ray node) reads the same files
+        eval_sets = tuple(str(Path(p).resolve()) for p in config.decontamination.eval_sets)
+        return dataclasses.replace(
+            config, decontamination=dataclasses.replace(config.decontamination, eval_sets=eval_sets)
+        )
 
     def validate(self, where: str) -> None:
         """Checks that need more than types: ranges and files that must exist."""
@@ -86,21 +108,34 @@ class CurateConfig:
             raise ConfigError(f"{where}: language.threshold below 0.5 is ambiguous (two languages could pass)")
         if self.extraction.timeout <= 0:
             raise ConfigError(f"{where}: extraction.timeout must be > 0 seconds")
+        for label, value, known in (
+            ("extraction.extractor", self.extraction.extractor, EXTRACTORS),
+            ("reader.library", self.reader.library, WARC_LIBRARIES),
+        ):
+            if value not in known:
+                raise ConfigError(f"{where}: {label} must be one of {', '.join(known)}, got {value!r}")
         for label, model in (
             ("language.model", self.language.model),
             ("quality_classifier.model", self.quality_classifier.model),
         ):
             if model and not Path(model).is_file():
                 raise ConfigError(f"{where}: {label} not found: {model}")
+        check_eval_sets(self.decontamination, where)
 
     def check_models(self) -> None:
-        """Load the models now: a missing or unreadable one is an error before any work starts."""
-        from classifiers.lid import LanguageIdentifier
+        """Load the models now: a missing or unreadable one, or a target language the language model
+        never predicts (``eng`` for ft176's ``en``: every document would drop), is an error before any
+        work starts."""
+        from classifiers.lid import LanguageCodeError, LanguageIdentifier, check_languages
 
         try:
             LanguageIdentifier(self.language.model).check()
         except (OSError, ValueError) as err:
             raise ConfigError(f"language model unusable: {err}") from None
+        try:
+            check_languages(self.language.languages, self.language.model)
+        except LanguageCodeError as err:
+            raise ConfigError(str(err)) from None
         qc = self.quality_classifier
         if qc.model:
             from classifiers.quality_filter import check_quality_model
@@ -112,3 +147,21 @@ class CurateConfig:
 
     def with_languages(self, languages: tuple[str, ...]) -> CurateConfig:
         return dataclasses.replace(self, language=dataclasses.replace(self.language, languages=languages))
+
+
+def check_eval_sets(config: DecontaminationConfig, where: str) -> None:
+    """Read every eval set now (a missing or unreadable file is a one-line error before any work) and
+    refuse two files with one name: removed documents and stats name the set."""
+    from filters.eval_sets import EvalSetError, load_eval_set
+
+    names: dict[str, str] = {}
+    for i, path in enumerate(config.eval_sets):
+        try:
+            name = load_eval_set(path).name
+        except EvalSetError as err:
+            raise ConfigError(f"{where}: decontamination.eval_sets[{i}]: {err}") from None
+        if name in names:
+            raise ConfigError(
+                f"{where}: decontamination.eval_sets: {names[name]} and {path} both name the eval set {name!r}"
+            )
+        names[name] = path

@@ -1,13 +1,17 @@
 """The curate stage as a datatrove pipeline, in FineWeb's order (``examples/fineweb.py``), one task per WARC.
 
 read WARC -> URL filter -> extract -> language -> signals -> Gopher repetition -> Gopher quality -> C4
--> FineWeb -> [quality classifier] -> PII -> write ``curated/``. Every step's name is its id, and the
-documents it drops go to ``removed/<id>/`` with their reason. ``judge_steps`` (the rules and PII) is
-shared with ``python -m pipelines.refilter``, which judges stored documents again.
+-> FineWeb -> [quality classifier] -> PII -> [decontamination] -> write ``curated/``. Every step's name
+is its id, and the documents it drops go to ``removed/<id>/`` with their reason. The recipe picks the
+WARC library (warcio, fastwarc) and the extractor (trafilatura, resiliparse); either sits behind the
+same step id and contract. ``judge_steps`` (the rules and PII) is shared with
+``python -m pipelines.refilter``, which judges stored documents again; decontamination is not among
+them (it reads the text, not stored signals).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TypeVar
 
 import pyarrow as pa
@@ -20,17 +24,37 @@ from classifiers.language_filter import FastTextLanguageFilter
 from common.documents import DocumentWriter, document_schema
 from curate.config import CurateConfig
 from curate.extract import MainTextExtractor
+from curate.extract_resiliparse import ResiliparseExtractor
 from curate.warc import RobustWarcReader
+from curate.warc_fastwarc import FastWarcReader
+from filters.decontamination import Decontamination
 from filters.quality import QualitySignals, RuleFilter, signal_columns
 from filters.url import OfflineURLFilter
 
 PII_DONE_KEY = "_pii_formatted"  # the text is already PII-formatted (refilter reading curated/); not a column
 Step = TypeVar("Step", bound=PipelineStep)
+READERS = {"warcio": RobustWarcReader, "fastwarc": FastWarcReader}
+EXTRACTION = MainTextExtractor.name  # the extraction step's id, whichever extractor runs
+DECONTAMINATION = "decontamination"
+# datatrove's decontamination columns, beside filter_reason, in removed/decontamination/
+CONTAMINATION_FIELDS = (pa.field("contaminated_ngram", pa.string()), pa.field("contaminated_task", pa.string()))
 
 
-def curated_schema() -> pa.Schema:
+def curated_schema(extra: Sequence[pa.Field] = ()) -> pa.Schema:
     """The columns of ``curated/`` and ``removed/<id>/``: the document, its signals, its quality score."""
-    return document_schema([*signal_columns(), "quality_score"])
+    return document_schema([*signal_columns(), "quality_score"], extra)
+
+
+class ResiliparseStep(ResiliparseExtractor):
+    """resiliparse under the extraction step's id (``removed/extraction/``, its stats), as trafilatura."""
+
+    name = EXTRACTION
+
+
+class DecontaminationStep(Decontamination):
+    """Eval n-gram decontamination under its step id (``removed/decontamination/``, its stats)."""
+
+    name = DECONTAMINATION
 
 
 class Removed:
@@ -78,25 +102,13 @@ def build_curate_pipeline(
     """Read ``paths_file`` (relative to ``data_folder``) -> ... -> ``curated``; drops to ``removed/<id>/``."""
     excluded = Removed(removed)
     languages = config.language.languages
-    extraction = config.extraction
+    reader = READERS[config.reader.library]
     steps: list[PipelineStep] = [
-        RobustWarcReader(data_folder, paths_file=paths_file, dump=dump, max_html_bytes=extraction.max_html_bytes)
+        reader(data_folder, paths_file=paths_file, dump=dump, max_html_bytes=config.extraction.max_html_bytes)
     ]
     if config.url_filter.enabled:
         steps.append(excluded(OfflineURLFilter()))
-    steps.append(
-        excluded(
-            MainTextExtractor(
-                favour_precision=extraction.favour_precision,
-                deduplicate=extraction.deduplicate,
-                timeout=extraction.timeout,
-                max_html_bytes=extraction.max_html_bytes,
-                precheck_languages=languages if extraction.precheck.enabled else None,
-                precheck_threshold=extraction.precheck.threshold,
-                lid_model_path=config.language.model,
-            )
-        )
-    )
+    steps.append(excluded(extraction_step(config)))
     steps.append(
         excluded(
             FastTextLanguageFilter(
@@ -106,8 +118,33 @@ def build_curate_pipeline(
     )
     steps.append(QualitySignals(config.signals, default_language=languages[0] if languages else "en"))
     steps += judge_steps(config, excluded)
+    steps += decontamination_steps(config, removed)
     steps.append(DocumentWriter(curated, excluded.schema))
     return steps
+
+
+def extraction_step(config: CurateConfig) -> MainTextExtractor:
+    """The recipe's extractor with the options every extractor shares (time limit, size cap, pre-check)."""
+    extraction = config.extraction
+    languages = config.language.languages
+    shared = {
+        "timeout": extraction.timeout,
+        "max_html_bytes": extraction.max_html_bytes,
+        "precheck_languages": languages if extraction.precheck.enabled else None,
+        "precheck_threshold": extraction.precheck.threshold,
+        "lid_model_path": config.language.model,
+    }
+    if extraction.extractor == "resiliparse":
+        return ResiliparseStep(main_content=extraction.main_content, **shared)
+    return MainTextExtractor(favour_precision=extraction.favour_precision, deduplicate=extraction.deduplicate, **shared)
+
+
+def decontamination_steps(config: CurateConfig, removed: str) -> list[PipelineStep]:
+    """Eval n-gram decontamination when the recipe names eval sets (``removed/decontamination/``)."""
+    if not config.decontamination.enabled:
+        return []
+    writer = DocumentWriter(f"{removed}/{DECONTAMINATION}", curated_schema(CONTAMINATION_FIELDS))
+    return [DecontaminationStep(config.decontamination, writer)]
 
 
 def quality_classifier_steps(config: CurateConfig, removed: Removed) -> list[PipelineStep]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
 import xxhash
@@ -76,3 +76,25 @@ class DedupConfig:
         if kind == "exact" and self.exact_text != "raw":  # raw keeps the fingerprint of earlier files
             spec["exact_text"] = self.exact_text
         return xxhash.xxh64_intdigest(json.dumps(spec, sort_keys=True))
+
+
+@dataclass(frozen=True)
+class DedupSection:
+    """The recipe's ``dedup`` section: whether the stages run, which passes precede MinHash, and whether
+    this dump's index is kept for later dumps. MinHash's parameters stay FineWeb's (``DedupConfig``)."""
+
+    enabled: bool
+    url_dedup: bool
+    exact_dedup: bool
+    exact_text: str
+    write_index: bool
+
+    def config(self, dedup_against: tuple[str, ...] = ()) -> DedupConfig:
+        """The dedup configuration; ``dedup_against``: earlier dumps' index folders. ValueError if invalid."""
+        return replace(
+            DedupConfig(),
+            url_dedup=self.url_dedup,
+            exact_dedup=self.exact_dedup,
+            exact_text=self.exact_text,  # type: ignore[arg-type]  # checked by DedupConfig.__post_init__
+            dedup_against=dedup_against,
+        )

@@ -2,7 +2,8 @@
 
 Kept documents by default (``deduped/`` when dedup ran, else ``curated/``); ``--removed RULE`` shows
 what a step dropped, where RULE is a step id, which is its ``removed/`` folder (``gopher_quality``,
-``language``, ``minhash``, ...), a drop reason (``dup_line_frac``, ``precheck``, ...) or ``all``.
+``language``, ``minhash``, ``decontamination``, ``cross_dump``, ...), a drop reason (``dup_line_frac``,
+``precheck``, ``contaminated[wiki]``: a reason without its detail, ...) or ``all``.
 ``--grep`` keeps documents whose text or URL matches a regex; ``--sample N`` picks N at random
 (seeded, so a colleague sees the same ones). Files are streamed, so a whole dump is fine.
 """
@@ -19,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.report.data import DocSet, RunInfo, disk_reasons, load_run, resolve_run_dir
+from pipelines.report.data import DocSet, RunInfo, disk_reasons, load_run, reason_kind, resolve_run_dir
 from pipelines.report.scan import Reservoir, iter_batches
 
 TEXT_FIELDS = ("text", "id", "url", "dump", "date", "warc_path", "language", "filter_reason")
@@ -73,7 +74,7 @@ def documents(selection: Selection, pattern: re.Pattern | None) -> Iterator[tupl
         for batch in iter_batches(docset.files):
             for row in batch.to_pylist():
                 reason = row.get("filter_reason") or docset.default_reason
-                if selection.reason is not None and reason != selection.reason:
+                if selection.reason is not None and selection.reason not in (reason, reason_kind(reason or "")):
                     continue
                 if pattern is not None and not (
                     pattern.search(row.get("text") or "") or pattern.search(row.get("url") or "")

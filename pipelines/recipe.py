@@ -3,8 +3,9 @@
 A recipe is one YAML mapping; the bundled ``recipes/fineweb.yaml`` holds every value, each with its
 source. This module only reads YAML, lays a user's recipe over the bundled one (so a recipe names only
 what it changes), checks the top level and hands each room its sections: the curate stage's to
-``curate.config.CurateConfig``, which types and validates them. ``dedup.enabled`` is this package's
-switch for running the dedup stages (with ``dedup.config.DedupConfig``, FineWeb's parameters).
+``curate.config.CurateConfig``, which types and validates them; the ``dedup`` section to
+``dedup.config.DedupSection`` (whether the stages run, the URL / exact passes, the dump's index), which
+gives ``dedup.config.DedupConfig`` with FineWeb's MinHash parameters.
 """
 
 from __future__ import annotations
@@ -18,20 +19,16 @@ import yaml
 
 from common.config import ConfigError, from_mapping, merge
 from curate.config import CurateConfig
+from dedup.config import DedupSection
 
 DEFAULT_RECIPE = Path(__file__).parent / "recipes" / "fineweb.yaml"
-
-
-@dataclass(frozen=True)
-class DedupSwitch:
-    enabled: bool
 
 
 @dataclass(frozen=True)
 class Recipe:
     name: str
     curate: CurateConfig
-    dedup: DedupSwitch
+    dedup: DedupSection
     source_file: str | None = None
 
     def with_languages(self, languages: tuple[str, ...]) -> Recipe:
@@ -74,5 +71,9 @@ def load_recipe(path: str | Path | None = None) -> Recipe:
     if not isinstance(data["name"], str):
         raise ConfigError(f"{where}.name: expected a string, got {data['name']!r}")
     curate = CurateConfig.from_mapping({key: data[key] for key in CurateConfig.sections()}, where)
-    dedup = from_mapping(DedupSwitch, data["dedup"], f"{where}.dedup")
+    dedup = from_mapping(DedupSection, data["dedup"], f"{where}.dedup")
+    try:
+        dedup.config()
+    except ValueError as err:
+        raise ConfigError(f"{where}.dedup: {err}") from None
     return Recipe(data["name"], curate, dedup, source_file=str(path))

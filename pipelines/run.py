@@ -92,6 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-dedup", action="store_true", help="skip MinHash deduplication after curation")
     parser.add_argument(
+        "--dedup-against",
+        nargs="+",
+        default=[],
+        metavar="RUN_DIR",
+        help="earlier dumps' run directories (their minhash/index/): drop this dump's documents that have a "
+        "near-duplicate there (removed/cross_dump/); each index is checked before any work",
+    )
+    parser.add_argument(
         "--train",
         action="store_true",
         help="then train a tokenizer, build a one-epoch mixture and train a model for one epoch (torchrun)",
@@ -114,10 +122,14 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def prepare_run(recipe: Recipe, source: ResolvedSource, out: Path, argv: list[str]) -> RunLayout:
+def prepare_run(
+    recipe: Recipe, source: ResolvedSource, out: Path, argv: list[str], dedup_against: tuple[str, ...] = ()
+) -> RunLayout:
     """Create the run directory, its input listing and ``run.json``; refuse a conflicting rerun."""
     layout = RunLayout(out / source.dump)
     config = {"recipe": recipe.to_dict(), "source": {"base": source.base, "paths": list(source.paths)}}
+    if dedup_against:  # only when given, so that runs made before the option still resume
+        config["dedup_against"] = list(dedup_against)
     if layout.run_json.exists():
         previous = json.loads(layout.run_json.read_text())
         if previous.get("config") != json.loads(json.dumps(config)):
@@ -177,14 +189,40 @@ def run_curate(args: argparse.Namespace, recipe: Recipe, source: ResolvedSource,
     return tasks
 
 
-def run_dedup(args: argparse.Namespace, layout: RunLayout) -> dict[str, int]:
-    """MinHash-LSH over this dump's curated documents (FineWeb: per dump), stage after stage."""
-    from dedup.config import DedupConfig
+def dedup_indexes(args: argparse.Namespace, recipe: Recipe, run_root: Path) -> tuple[str, ...]:
+    """``--dedup-against RUN_DIR ...`` -> their index folders, each checked complete and made with this
+    recipe's MinHash parameters (one-line errors, before any work)."""
+    from dedup.index import check_index
+    from dedup.records import CorruptFileError
+
+    if not args.dedup_against:
+        return ()
+    if args.no_dedup or not recipe.dedup.enabled:
+        raise ConfigError("--dedup-against needs the dedup stages (drop --no-dedup, or set dedup.enabled: true)")
+    config = recipe.dedup.config()
+    indexes = []
+    for run_dir in args.dedup_against:
+        if Path(run_dir).resolve() == run_root.resolve():
+            raise ConfigError(f"--dedup-against {run_dir}: that is this run's own directory")
+        index = RunLayout(Path(run_dir).resolve()).minhash / "index"
+        try:
+            check_index(index, config)
+        except CorruptFileError as err:
+            raise ConfigError(f"--dedup-against {run_dir}: {err}") from None
+        indexes.append(str(index))
+    return tuple(indexes)
+
+
+def run_dedup(args: argparse.Namespace, recipe: Recipe, layout: RunLayout, against: tuple[str, ...]) -> dict[str, int]:
+    """URL / exact passes (when the recipe asks), MinHash-LSH over this dump's curated documents (FineWeb:
+    per dump), [this dump's index], [matches against earlier dumps' indexes], stage after stage."""
     from dedup.pipeline import build_dedup_stages
 
     workers = args.workers or os.cpu_count() or 1
     tasks: dict[str, int] = {}
-    for name, steps, n_tasks in build_dedup_stages(str(layout.curated), str(layout.root), DedupConfig()):
+    config, write_index = recipe.dedup.config(against), recipe.dedup.write_index
+    stages = build_dedup_stages(str(layout.curated), str(layout.root), config, write_index=write_index)
+    for name, steps, n_tasks in stages:
         make_executor(
             args.executor, steps, n_tasks, workers, layout.stage_folder(name), **executor_options(args)
         ).run()
@@ -224,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.tasks is not None and args.tasks < 1:
             raise ConfigError("--tasks must be >= 1")
         check_ray_args(args)
-        layout = prepare_run(recipe, source, Path(args.out), argv)
+        against = dedup_indexes(args, recipe, Path(args.out) / source.dump)
+        layout = prepare_run(recipe, source, Path(args.out), argv, against)
     except (ConfigError, SourceError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -233,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tasks = {"curate": run_curate(args, recipe, source, layout)}
         if recipe.dedup.enabled and not args.no_dedup:
-            tasks.update(run_dedup(args, layout))
+            tasks.update(run_dedup(args, recipe, layout, against))
     except ExecutorError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

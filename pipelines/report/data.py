@@ -15,13 +15,39 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from common.run_dir import kept_documents_dir
+from dedup.pipeline import DedupLayout
+from filters.decontamination import REASON as CONTAMINATED
 from pipelines.layout import RunLayout
 
 # stages whose output is documents, in run order; the other dedup_* stages only compute signatures,
 # buckets and clusters (a filter there only pre-filters signature input, it removes nothing)
 STAGE_ORDER = ("curate", "dedup_filter")
 # the reason of a dropped document with no filter_reason (older dedup filters wrote none)
-DEFAULT_REASON: dict[str, str] = {"minhash": "minhash_duplicate", "exact": "exact_duplicate"}
+DEFAULT_REASON: dict[str, str] = {
+    "minhash": "minhash_duplicate",
+    "exact": "exact_duplicate",
+    "url_dedup": "url_duplicate",
+    "cross_dump": "cross_dump_duplicate",
+}
+# removed/ folders written by a step of another id: the MinHash filter also drops cross-dump duplicates
+FOLDER_STEP = {"cross_dump": "minhash"}
+
+
+def dedup_step_id(kind: str) -> str:
+    """A dedup filter's id is its kind; the report names it by its removed/ folder (``url`` -> ``url_dedup``,
+    since ``url`` is the curate stage's URL filter)."""
+    return Path(DedupLayout("").removed(kind)).name
+
+
+def contamination_reasons(reasons: dict[str, int], counters: dict) -> dict[str, int]:
+    """Decontamination's drops per eval set (``contaminated[wiki]``), from its ``contaminated_<set>`` counters."""
+    if CONTAMINATED not in reasons:
+        return reasons
+    prefix = f"{CONTAMINATED}_"
+    per_set = {f"{CONTAMINATED}[{k[len(prefix):]}]": int(v) for k, v in counters.items() if k.startswith(prefix)}
+    if sum(per_set.values()) != reasons[CONTAMINATED]:
+        return reasons
+    return {**{k: v for k, v in reasons.items() if k != CONTAMINATED}, **per_set}
 
 
 @dataclass
@@ -87,14 +113,15 @@ def filtering_steps(stats: dict) -> list[Step]:
         for raw in stats["stages"][stage].get("steps", []):
             if raw.get("in") is None or raw.get("kept") is None:
                 continue
+            reasons = {k: int(v) for k, v in (raw.get("dropped_by_reason") or {}).items()}
             steps.append(
                 Step(
                     stage=stage,
-                    name=raw["id"],
+                    name=dedup_step_id(raw["id"]) if stage == "dedup_filter" else raw["id"],
                     n_in=int(raw["in"]),
                     kept=int(raw["kept"]),
                     dropped=int(raw.get("dropped") or 0),
-                    reasons={k: int(v) for k, v in (raw.get("dropped_by_reason") or {}).items()},
+                    reasons=contamination_reasons(reasons, raw.get("counters") or {}),
                 )
             )
     return steps
@@ -108,14 +135,19 @@ def reader_counters(stats: dict) -> dict[str, int]:
     return {}
 
 
+def reason_kind(reason: str) -> str:
+    """A reason without its detail: ``contaminated[wiki]: <n-gram>`` -> ``contaminated[wiki]``."""
+    return reason.split(": ", 1)[0]
+
+
 def disk_reasons(docset: DocSet) -> Counter:
-    """``filter_reason`` counts of a set's files (only that column is read)."""
+    """``filter_reason`` counts of a set's files, by kind (only that column is read)."""
     counts: Counter = Counter()
     for path in docset.files:
         pf = pq.ParquetFile(path)
         if "filter_reason" in pf.schema_arrow.names:
             values = pf.read(columns=["filter_reason"]).column(0).to_pylist()
-            counts.update(v or docset.default_reason or "(none)" for v in values)
+            counts.update(reason_kind(v) if v else docset.default_reason or "(none)" for v in values)
         else:
             counts[docset.default_reason or "(none)"] += pf.metadata.num_rows
     return counts
@@ -127,7 +159,8 @@ def _removed_sets(layout: RunLayout, steps: list[Step]) -> list[DocSet]:
     ids = [s.name for s in steps]
     sets = []
     for name in dirs:
-        index = ids.index(name) if name in ids else None
+        owner = FOLDER_STEP.get(name, name)
+        index = ids.index(owner) if owner in ids else None
         if index is not None:
             steps[index].removed_dirs.append(name)
         files = sorted((root / name).glob("*.parquet"))

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from pipelines.report.data import DocSet
+from pipelines.report.data import DocSet, reason_kind
 
 TOKEN_NOTE = "tokens ≈ whitespace-separated words of the stored text"
 # a word as Python's str.split() sees it: RE2's \s is ASCII-only, so Unicode spaces are added
@@ -121,10 +121,12 @@ def _row_sample(batch: pa.RecordBatch, i: int, words: int, reason: str | None) -
 
 
 def _sample(profile: Profile, batch: pa.RecordBatch, words: np.ndarray, reasons: list[str], k: int, seed: int) -> None:
+    """``k`` samples per kind of reason (``reason_kind``); a sample shows its whole reason."""
     for i, reason in enumerate(reasons):
-        res = profile.samples.get(reason)
+        kind = reason_kind(reason)
+        res = profile.samples.get(kind)
         if res is None:
-            res = profile.samples[reason] = Reservoir(k, random.Random(f"{seed}:{profile.key}:{reason}"))
+            res = profile.samples[kind] = Reservoir(k, random.Random(f"{seed}:{profile.key}:{kind}"))
         slot = res.slot()
         if slot is not None:  # rare after the first k: materialize just this row, hold no batch
             res.items[slot] = _row_sample(batch, i, int(words[i]), reason)
@@ -149,7 +151,7 @@ def scan(docset: DocSet, samples_per_reason: int = 3, seed: int = 0, bar: tqdm |
         fallback = "kept" if docset.key == "kept" else docset.default_reason or "(none)"
         reasons = [r or fallback for r in raw]
         if docset.key != "kept":
-            profile.reasons.update(reasons)
+            profile.reasons.update(map(reason_kind, reasons))
         if "quality_score" in names:
             scores = batch.column("quality_score").drop_null().to_numpy(zero_copy_only=False)
             if len(scores):

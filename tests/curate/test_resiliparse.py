@@ -59,7 +59,16 @@ def test_real_warc_files() -> None:
 
 def test_dclm_recipe_loads_under_todays_schema() -> None:
     recipe = load_recipe(Path(__file__).resolve().parents[2] / "pipelines" / "recipes" / "dclm.yaml")
+    curate = recipe.curate
     assert recipe.name == "dclm"
-    assert recipe.language.languages == ("en",) and recipe.language.threshold == 0.65
-    assert recipe.rules.c4_quality.min_num_sentences == -1
-    assert recipe.quality_classifier.top_fraction == 0.1
+    assert curate.language.languages == ("en",) and curate.language.threshold == 0.65
+    assert curate.rules.c4.min_sentences is None and curate.rules.fineweb.max_char_dup_ratio is None
+    assert curate.quality_classifier.top_fraction == 0.1
+    assert (curate.extraction.extractor, curate.extraction.main_content, curate.reader.library) == (
+        "resiliparse",
+        True,
+        "fastwarc",
+    )
+    assert curate.decontamination.n_grams == 13 and not curate.decontamination.enabled
+    dedup = recipe.dedup.config()
+    assert dedup.url_dedup and dedup.exact_dedup and dedup.exact_text == "simplified" and recipe.dedup.write_index
