@@ -105,31 +105,24 @@ def test_a_damaged_checkpoint_is_refused_in_one_line(run: dict[str, Path], tmp_p
 
 
 @pytest.mark.e2e
+@pytest.mark.parametrize("way_in", ["export_hf", "resume"])
 @pytest.mark.parametrize("forge_manifest", [False, True], ids=["manifest_mismatch", "forged_manifest"])
-def test_export_refuses_a_planted_metadata_before_unpickling(
-    run: dict[str, Path], tmp_path: Path, forge_manifest: bool
+def test_a_planted_metadata_is_refused_before_unpickling(
+    run: dict[str, Path], tmp_path: Path, forge_manifest: bool, way_in: str
 ) -> None:
     out, marker = _planted(run, tmp_path, forge_manifest)
-    ckpt = sorted((out / "checkpoints").glob("step_*"))[-1]
-    proc = _python("-m", "trainer.export_hf", "--checkpoint", str(ckpt), "--out", str(tmp_path / "hf"))
+    if way_in == "export_hf":
+        ckpt = sorted((out / "checkpoints").glob("step_*"))[-1]
+        proc = _python("-m", "trainer.export_hf", "--checkpoint", str(ckpt), "--out", str(tmp_path / "hf"))
+    else:
+        proc = _python(
+            "-m", "trainer.launch", "--standalone", "--nproc_per_node=2", "trainer/fsdp_train.py",
+            "--shards", str(run["shards"]), "--tokenizer", str(run["tok"]), "--out", str(out),
+            "--micro-batch", "2", "--resume", "--max-steps", "3", "--no-export-hf",
+        )  # fmt: skip
     _one_error_line(proc, ".metadata")
     assert not marker.exists()
     assert not (tmp_path / "hf").exists()
-
-
-@pytest.mark.e2e
-@pytest.mark.parametrize("forge_manifest", [False, True], ids=["manifest_mismatch", "forged_manifest"])
-def test_resume_refuses_a_planted_metadata_before_unpickling(
-    run: dict[str, Path], tmp_path: Path, forge_manifest: bool
-) -> None:
-    out, marker = _planted(run, tmp_path, forge_manifest)
-    proc = _python(
-        "-m", "trainer.launch", "--standalone", "--nproc_per_node=2", "trainer/fsdp_train.py",
-        "--shards", str(run["shards"]), "--tokenizer", str(run["tok"]), "--out", str(out),
-        "--micro-batch", "2", "--resume", "--max-steps", "3", "--no-export-hf",
-    )  # fmt: skip
-    _one_error_line(proc, ".metadata")
-    assert not marker.exists()
 
 
 @pytest.mark.e2e
