@@ -14,17 +14,22 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
+from common.cli import errors_as_one_line
+from common.lock import FolderLocked, locked_folder
 from mixtures.manifest import MANIFEST_NAME, Manifest, ShardFile, SourceStats, TokenizerInfo, write_manifest
 from mixtures.parts import tokenize_sources
 from mixtures.plan import Demand, InfeasibleMixture, check_feasible, plan_copies, requested_tokens
 from mixtures.pool import run_tasks
+from mixtures.resume import abandon_build, build_fingerprint, check_out_dir, finish_build, start_build
 from mixtures.shuffle import Docs, file_cuts, shuffled_copies, source_docs
 from mixtures.sources import ResolvedSource, resolve_source
 from mixtures.spec import EPOCH, MixtureSpec, load_spec, spec_from_dict
@@ -49,7 +54,25 @@ def build_mixture(
     _refuse_reading_own_output(sources, out)
     tok_file = resolve_tokenizer_file(spec.resolve(spec.tokenizer))
     info = _tokenizer_info(tok_file, spec)
-    _prepare_out_dir(out, overwrite)
+    fingerprint = build_fingerprint(spec, info.sha256, sources)
+    check_out_dir(out, overwrite, fingerprint)  # refuse before the lock creates anything
+    created = not out.exists()
+    with locked_folder(out, "mixture build"):
+        if start_build(out, overwrite, fingerprint) and progress:
+            print(f"{out}: an unfinished build of this spec was found; building it again", file=sys.stderr)
+        try:
+            manifest = _build(spec, out, sources, tok_file, info, progress)
+        except InfeasibleMixture:
+            abandon_build(out, created)
+            raise
+        finish_build(out)
+    return manifest
+
+
+def _build(
+    spec: MixtureSpec, out: Path, sources: list[ResolvedSource], tok_file: Path, info: TokenizerInfo, progress: bool
+) -> Manifest:
+    """Tokenize, plan and write into `out`, which the caller holds locked and has cleared."""
     dtype = "uint16" if info.vocab_size <= 1 << 16 else "uint32"
     tmp = out / TMP_DIR
     shutil.rmtree(tmp, ignore_errors=True)
@@ -123,20 +146,6 @@ def _refuse_reading_own_output(sources: list[ResolvedSource], out: Path) -> None
             raise ValueError(f"source {source.spec.name!r} reads from the output folder {out}")
 
 
-def _prepare_out_dir(out: Path, overwrite: bool) -> None:
-    """Never mix new shards with old ones: refuse, or with `overwrite` remove the old ones first."""
-    old = [p for p in out.glob("*.ds*") if p.is_file()] if out.is_dir() else []
-    if (out / MANIFEST_NAME).exists() or old:
-        if not overwrite:
-            raise FileExistsError(
-                f"{out} already holds shards; pass overwrite=True (--overwrite) to replace them"
-            )
-        (out / MANIFEST_NAME).unlink(missing_ok=True)
-        for path in old:
-            path.unlink()
-    out.mkdir(parents=True, exist_ok=True)
-
-
 def _tokenizer_info(tok_file: Path, spec: MixtureSpec) -> TokenizerInfo:
     tok = load_tokenizer(tok_file)
     eot = tok.token_to_id(EOT)
@@ -192,7 +201,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    manifest = build_mixture(args.spec, args.out, overwrite=args.overwrite, progress=not args.quiet)
+    # bad input, each a one-line error (exit 2) raised before anything is written: a spec that is missing
+    # (OSError), malformed YAML or keys (SpecError, yaml.YAMLError), a missing tokenizer or source
+    # (FileNotFoundError), shards not matching (ManifestError), an --out that holds shards or cannot be
+    # made (OSError), an impossible target (InfeasibleMixture), a locked --out (FolderLocked)
+    with errors_as_one_line(ValueError, OSError, yaml.YAMLError, FolderLocked):
+        manifest = build_mixture(args.spec, args.out, overwrite=args.overwrite, progress=not args.quiet)
     seconds = time.perf_counter() - start
     print(format_summary(manifest))
     print(

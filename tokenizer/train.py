@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tokenizers import pre_tokenizers, trainers
 
+from common.cli import errors_as_one_line
 from tokenizer.artifacts import tokenizer_sha256, write_tokenizer_dir
 from tokenizer.corpus import SampleStats, sample_texts
 from tokenizer.inputs import resolve_parquet
@@ -37,6 +38,28 @@ class TrainResult:
     seconds: float
 
 
+# A byte-level BPE holds the 256 byte tokens and <|endoftext|> before its first merge, and the shard
+# writer stores ids as uint16 or uint32 (mixtures/build.py): the vocab must lie in between.
+MIN_VOCAB = 256 + 1 + 1
+MAX_VOCAB = 1 << 32
+
+
+def check_sizes(
+    vocab_size: int, char_budget: int, doc_char_cap: int, max_digits: int | None, min_frequency: int
+) -> None:
+    """Raise ValueError (one line) for a size no training can honour, before any file is read or written."""
+    if not MIN_VOCAB <= vocab_size <= MAX_VOCAB:
+        raise ValueError(
+            f"vocab_size must be in [{MIN_VOCAB}, {MAX_VOCAB}] (256 bytes + {EOT} + at least one merge; "
+            f"ids fit uint32), got {vocab_size}"
+        )
+    for name, value in (("char_budget", char_budget), ("doc_char_cap", doc_char_cap), ("min_frequency", min_frequency)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if max_digits is not None and max_digits < 0:
+        raise ValueError(f"max_digits must be >= 0 (0: unlimited), got {max_digits}")
+
+
 def train_tokenizer(
     inputs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     out_dir: str | os.PathLike[str],
@@ -52,6 +75,7 @@ def train_tokenizer(
     words: str = "gpt4o",
 ) -> TrainResult:
     """Train on a seeded sample of the parquet documents in `inputs`; write the tokenizer folder."""
+    check_sizes(vocab_size, char_budget, doc_char_cap, max_digits, min_frequency)
     start = time.perf_counter()
     files = resolve_parquet(inputs)
     pattern = split_pattern(max_digits=max_digits, number_space=number_space, words=words)
@@ -112,7 +136,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--column", default="text")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
-    result = train_tokenizer(
+    with errors_as_one_line(ValueError, OSError):  # bad sizes, missing or unreadable inputs, unwritable --out
+        result = _train_from_args(args)
+    print(
+        f"wrote {result.path} (vocab {result.vocab_size}, {EOT} id {result.eot_id}, "
+        f"sha256 {result.sha256[:12]}) from {result.documents} documents, "
+        f"{result.chars:,} chars in {result.seconds:.1f}s"
+    )
+
+
+def _train_from_args(args: argparse.Namespace) -> TrainResult:
+    if args.max_digits < 0:  # 0 means unlimited on the command line, None in the API
+        raise ValueError(f"--max-digits must be >= 0 (0: unlimited), got {args.max_digits}")
+    return train_tokenizer(
         args.input,
         args.out,
         vocab_size=args.vocab_size,
@@ -125,11 +161,6 @@ def main(argv: list[str] | None = None) -> None:
         column=args.column,
         progress=not args.quiet,
         words=args.words,
-    )
-    print(
-        f"wrote {result.path} (vocab {result.vocab_size}, {EOT} id {result.eot_id}, "
-        f"sha256 {result.sha256[:12]}) from {result.documents} documents, "
-        f"{result.chars:,} chars in {result.seconds:.1f}s"
     )
 
 

@@ -4,6 +4,10 @@ Each save writes `step_000123.tmp/` with DCP (every rank writes its own shards),
 renames it to `step_000123/` once all ranks are done. A rename is atomic on POSIX, so a save killed
 at any point leaves only a `.tmp` directory, which loading ignores and the next save removes: the
 previous checkpoint stays the latest loadable one.
+
+Before the rename rank 0 writes `checksums.json` (the sha256 of every file), and loading verifies it,
+and unpickles `.metadata` through an allowlist, before anything else: see `checkpoint_trust.py` for
+what loading a checkpoint trusts.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+from trainer.checkpoint_trust import SafeFileSystemReader, UntrustedCheckpoint, verify_checkpoint, write_checksums
 
 _STEP_DIR = re.compile(r"^step_(\d{9})$")
 TRAINER_STATE = "trainer_state.json"
@@ -93,6 +99,7 @@ class Checkpointer:
                     indent=1,
                 )
             )
+            write_checksums(tmp)
             if final.exists():  # re-saving a step (e.g. after a resume) replaces it
                 shutil.rmtree(final)
             os.replace(tmp, final)
@@ -115,7 +122,8 @@ class Checkpointer:
         `data_template` names the data-state keys to read (DCP loads what the caller asks for).
         """
         rank = dist.get_rank()
-        saved_keys = set(dcp.FileSystemReader(path).read_metadata().state_dict_metadata)
+        verify_on_rank0(path)
+        saved_keys = set(SafeFileSystemReader(path).read_metadata().state_dict_metadata)
         state = self._state(model, optimizer)
         state["scheduler"] = scheduler.state_dict()
         state["data"] = dict(data_template)
@@ -123,12 +131,26 @@ class Checkpointer:
         has_rng = any(k.startswith(rng_key + ".") for k in saved_keys)
         if has_rng:  # absent when resuming on more ranks than saved
             state[rng_key] = rng_state()
-        dcp.load(state, checkpoint_id=path)
+        dcp.load(state, storage_reader=SafeFileSystemReader(path))
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         scheduler.load_state_dict(state["scheduler"])
         if has_rng:
             set_rng_state(state[rng_key])
         return state["data"]
+
+
+def verify_on_rank0(path: Path) -> None:
+    """Rank 0 checks the manifest once (hashing is I/O-bound; the folder is shared storage), the others
+    wait for its verdict, so every rank refuses together with rank 0's one-line reason."""
+    error = [None]
+    if dist.get_rank() == 0:
+        try:
+            verify_checkpoint(path)
+        except UntrustedCheckpoint as err:
+            error[0] = str(err)
+    dist.broadcast_object_list(error, src=0)
+    if error[0]:
+        raise UntrustedCheckpoint(error[0])
 
 
 def _fsync_dir(path: Path) -> None:

@@ -22,6 +22,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
+from common.cli import fail
+from trainer.checkpoint_trust import UntrustedCheckpoint
 from trainer.config import ModelConfig
 
 log = logging.getLogger(__name__)
@@ -140,8 +142,10 @@ def load_checkpoint_model(checkpoint: Path) -> tuple[dict[str, torch.Tensor], di
     import torch.distributed.checkpoint as dcp
 
     from trainer.checkpoint import TRAINER_STATE
+    from trainer.checkpoint_trust import trusted_reader
     from trainer.model import Transformer
 
+    reader = trusted_reader(checkpoint)  # before reading anything of it: checkpoint_trust.py
     state = json.loads((checkpoint / TRAINER_STATE).read_text())
     cfg = ModelConfig(**state["model_config"])
     with torch.device("meta"):
@@ -150,7 +154,7 @@ def load_checkpoint_model(checkpoint: Path) -> tuple[dict[str, torch.Tensor], di
     weights = {"model": model.state_dict()}
     with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
         warnings.filterwarnings("ignore", message="torch.distributed is disabled", category=UserWarning)
-        dcp.load(weights, checkpoint_id=checkpoint, no_dist=True)
+        dcp.load(weights, storage_reader=reader, no_dist=True)
     return weights["model"], state
 
 
@@ -161,7 +165,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--tokenizer", type=Path, help="tokenizer.json to copy next to the weights")
     args = parser.parse_args(argv)
-    weights, state = load_checkpoint_model(args.checkpoint)
+    try:
+        weights, state = load_checkpoint_model(args.checkpoint)
+    except UntrustedCheckpoint as err:  # before anything is written
+        fail(err)
+    except (OSError, ValueError, KeyError, TypeError) as err:  # trainer_state.json missing or malformed
+        fail(f"{args.checkpoint}: not a checkpoint written by this trainer ({type(err).__name__}: {err})")
     cfg = ModelConfig(**state["model_config"])
     tok = state.get("tokenizer", {})
     export_hf(

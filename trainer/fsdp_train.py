@@ -6,6 +6,11 @@
 Pipelines call `train(TrainConfig(...))` in-process instead (one rank, no torchrun needed).
 Outputs under --out: metrics.jsonl, checkpoints/step_*/ (DCP), hf/ (transformers checkpoint).
 This file is only the entry point: flags in `trainer/train_config.py`, the run in `trainer/loop.py`.
+
+A configuration error (bad flags, shards that do not match, a refused checkpoint) is raised on every
+rank alike; each rank exits 2 and only rank 0 prints it, as one `error: ...` line, instead of one
+traceback per rank. torchrun then still prints its own ChildFailedError block; `python -m
+trainer.launch` is torchrun with that block reduced to the ranks' line (trainer/launch.py).
 """
 
 from __future__ import annotations
@@ -16,18 +21,45 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script by torchrun: make `trainer` and `mixtures` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import contextlib
+import io
 import json
 import os
 
+from common.cli import USAGE_ERROR, one_line
+from common.lock import FolderLocked
 from trainer.loop import TrainResult, train
 from trainer.train_config import TrainConfig, parse_args
+
+# What bad input raises before (or instead of) training: the project's config, manifest, shard and
+# checkpoint checks are ValueErrors (ManifestError, IncompatibleShards, UntrustedCheckpoint, ...),
+# unknown presets KeyErrors; a missing file is an OSError.
+CONFIG_ERRORS = (ValueError, KeyError, OSError, FolderLocked)
 
 __all__ = ["TrainConfig", "TrainResult", "main", "parse_args", "train"]
 
 
+def _is_rank0() -> bool:
+    return os.environ.get("RANK", "0") == "0"
+
+
 def main(argv: list[str] | None = None) -> None:
-    result = train(parse_args(argv, description=__doc__))
-    if os.environ.get("RANK", "0") == "0":
+    # argparse's usage error is the same on every rank: let rank 0 alone print it
+    with contextlib.nullcontext() if _is_rank0() else contextlib.redirect_stderr(io.StringIO()):
+        cfg = parse_args(argv, description=__doc__)
+    if not cfg.verify_shards and _is_rank0():
+        print(
+            f"warning: --no-verify-shards: {cfg.shards} is not checked against its manifest's sha256; "
+            "a corrupted shard trains on garbage ids without an error",
+            file=sys.stderr,
+        )
+    try:
+        result = train(cfg)
+    except CONFIG_ERRORS as err:
+        if _is_rank0():
+            print(f"error: {one_line(err)}", file=sys.stderr)
+        raise SystemExit(USAGE_ERROR) from None
+    if _is_rank0():
         final = result.losses[-1][1] if result.losses else None
         print(json.dumps({"steps_done": result.steps_done, "epoch_steps": result.epoch_steps, "final_loss": final}))
 

@@ -1,0 +1,38 @@
+"""How a CLI ends on bad input: one line on stderr, `error: ...`, exit status 2, no traceback.
+
+Every CLI of the project validates before it writes, then turns the errors its room raises for bad
+input (a config, a missing file, a refused folder) into that line, so a user sees the reason and a
+script sees status 2; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NoReturn
+
+USAGE_ERROR = 2
+
+
+def one_line(message: object) -> str:
+    """`message` as one line: a multi-line message joined with "; ", a KeyError without its quotes."""
+    if isinstance(message, KeyError) and message.args:
+        message = message.args[0]
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    return "; ".join(lines) or type(message).__name__
+
+
+def fail(message: object) -> NoReturn:
+    """Print `error: message` on stderr as one line and exit with status 2."""
+    print(f"error: {one_line(message)}", file=sys.stderr)
+    raise SystemExit(USAGE_ERROR)
+
+
+@contextmanager
+def errors_as_one_line(*errors: type[BaseException]) -> Iterator[None]:
+    """`with errors_as_one_line(SpecError, FileNotFoundError): ...`: those errors end the CLI via `fail`."""
+    try:
+        yield
+    except errors as err:
+        fail(err)
