@@ -107,6 +107,15 @@ def _excerpt(text: str, pattern: re.Pattern | None, chars: int) -> str:
     return body
 
 
+# Control characters (ESC sequences, BEL, C1 controls, ...) from a crawled page must not reach the terminal.
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c != 0x0A}
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character but the newline shown as ``\\xNN``."""
+    return text.translate(_CONTROL)
+
+
 def format_document(docset: DocSet, row: dict, pattern: re.Pattern | None, chars: int, width: int) -> str:
     """One document as a terminal block: where it went and why, metadata, signals, text."""
     where = "kept" if docset.key == "kept" else f"removed/{docset.key}"
@@ -132,7 +141,7 @@ def format_document(docset: DocSet, row: dict, pattern: re.Pattern | None, chars
     body = "\n".join(
         textwrap.fill(line, width, initial_indent="  ", subsequent_indent="  ") or "  " for line in text.splitlines()
     )
-    return "\n".join(x for x in (head, "  ".join(meta), sig, body) if x) + "\n"
+    return printable("\n".join(x for x in (head, "  ".join(meta), sig, body) if x)) + "\n"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from common.atomic import atomic_write_text
 from common.config import ConfigError
+from common.lock import FolderLock, FolderLocked
 from curate.pipeline import build_curate_pipeline
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
 from pipelines.layout import RunLayout
@@ -263,8 +264,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("--tasks must be >= 1")
         check_ray_args(args)
         against = dedup_indexes(args, recipe, Path(args.out) / source.dump)
+        _run_lock = FolderLock(Path(args.out) / source.dump, "pipelines.run").acquire()  # one writer, until exit
         layout = prepare_run(recipe, source, Path(args.out), argv, against)
-    except (ConfigError, SourceError) as err:
+    except (ConfigError, SourceError, FolderLocked) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     from pipelines.stats import merge_run_stats
