@@ -59,9 +59,10 @@ class HeadwiseNorm(ParallelStyle):
 def _block_plan(qk_norm: bool) -> dict[str, ParallelStyle]:
     plan: dict[str, ParallelStyle] = {
         "attention_norm": SequenceParallel(),
-        # (x, cos, sin): gather x's sequence before the column-wise projections; RoPE tables stay plain
+        # (x, cos, sin, mask): gather x's sequence before the column-wise projections; RoPE tables and
+        # the document mask (None unless --document-masking) stay plain
         "attention": PrepareModuleInput(
-            input_layouts=(Shard(1), None, None), desired_input_layouts=(Replicate(), None, None)
+            input_layouts=(Shard(1), None, None, None), desired_input_layouts=(Replicate(), None, None, None)
         ),
         "attention.wq": ColwiseParallel(),
         "attention.wk": ColwiseParallel(),
