@@ -22,8 +22,30 @@ from pathlib import Path
 LOCK_NAME = ".lock"
 
 
-class FolderLocked(RuntimeError):
+class FolderUnavailable(ValueError):
+    """A run cannot write this folder (a file in its path, no write permission); one line saying why.
+
+    A ValueError, like every bad-input error the CLIs turn into their one line (`common.cli`)."""
+
+
+class FolderLocked(FolderUnavailable):
     """Another live process holds the folder's lock; the message is one line naming it."""
+
+
+def check_writable(folder: str | os.PathLike[str]) -> Path:
+    """Refuse, before anything is written, a folder that could not be created or written: its nearest
+    existing ancestor must be a directory this process may write to (mode, read-only mount, immutable)."""
+    folder = Path(folder).absolute()
+    existing = folder
+    while not existing.exists():
+        if existing.is_symlink():  # a dangling link: mkdir would fail on it
+            raise FolderUnavailable(f"{folder}: {existing} is a broken symbolic link")
+        existing = existing.parent
+    if not existing.is_dir():
+        raise FolderUnavailable(f"{folder}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise FolderUnavailable(f"{folder}: {existing} is not writable")
+    return folder
 
 
 class FolderLock:
@@ -36,8 +58,12 @@ class FolderLock:
         self._fd: int | None = None
 
     def acquire(self) -> FolderLock:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        check_writable(self.folder)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise FolderUnavailable(f"{self.folder}: cannot write there ({err.strerror})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

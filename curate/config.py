@@ -106,8 +106,26 @@ class CurateConfig:
             raise ConfigError(f"{where}: language.threshold must be in [0, 1]")
         if self.language.threshold < 0.5:
             raise ConfigError(f"{where}: language.threshold below 0.5 is ambiguous (two languages could pass)")
-        if self.extraction.timeout <= 0:
+        if not self.extraction.timeout > 0:
             raise ConfigError(f"{where}: extraction.timeout must be > 0 seconds")
+        if not self.signals.timeout > 0:
+            raise ConfigError(f"{where}: signals.timeout must be > 0 seconds")
+        if self.extraction.max_html_bytes < 1:
+            raise ConfigError(f"{where}: extraction.max_html_bytes must be >= 1, got {self.extraction.max_html_bytes}")
+        if not 0 <= self.extraction.precheck.threshold <= 1:
+            raise ConfigError(f"{where}: extraction.precheck.threshold must be in [0, 1]")
+        c4, fineweb = self.signals.c4, self.signals.fineweb
+        for label, value, low in (
+            ("signals.c4.max_word_length", c4.max_word_length, 1),
+            ("signals.c4.min_words_per_line", c4.min_words_per_line, 0),
+            ("signals.fineweb.short_line_length", fineweb.short_line_length, 0),
+        ):
+            if value < low:
+                raise ConfigError(f"{where}: {label} must be >= {low}, got {value}")
+        qc = self.quality_classifier
+        for label, value in (("threshold", qc.threshold), ("top_fraction", qc.top_fraction)):
+            if value is not None and not 0 <= value <= 1:
+                raise ConfigError(f"{where}: quality_classifier.{label} must be in [0, 1], got {value}")
         for label, value, known in (
             ("extraction.extractor", self.extraction.extractor, EXTRACTORS),
             ("reader.library", self.reader.library, WARC_LIBRARIES),

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from datatrove.executor import LocalPipelineExecutor
 
+from common.cli import errors_as_one_line
+from common.lock import check_writable
 from dedup.clusters import SUMMARY
 from dedup.config import DedupConfig
 from dedup.index import check_index
@@ -33,13 +35,7 @@ def run_dedup(
     """Run every stage; returns the summary (kept/removed counts and where things are)."""
     config = config or DedupConfig()
     layout = DedupLayout(out)
-    if tasks is None and not count_input_files(input_folder):
-        raise SystemExit(f"no parquet files under {input_folder}")
-    for index in config.dedup_against:
-        try:
-            check_index(index, config)
-        except CorruptFileError as err:
-            raise SystemExit(f"--dedup-against: {err}") from None
+    check_inputs(input_folder, out, config, workers, tasks)
     if config.word_split == "spacy":
         spacy_english()  # import spaCy once here; forked workers inherit it instead of re-importing
     seconds: dict[str, float] = {}
@@ -55,6 +51,21 @@ def run_dedup(
         executor.run()
         seconds[name] = round(time.perf_counter() - start, 1)
     return summarize(layout, config) | {"seconds": seconds}
+
+
+def check_inputs(input_folder: str, out: str, config: DedupConfig, workers: int, tasks: int | None) -> None:
+    """Everything a run needs, checked before it writes (each a one-line ValueError): counts, the input's
+    parquet files, a writable output folder, the earlier dumps' indexes."""
+    if workers < 1 or (tasks is not None and tasks < 1):
+        raise ValueError(f"--workers and --tasks must be >= 1, got {workers} and {tasks}")
+    if tasks is None and not count_input_files(input_folder):
+        raise ValueError(f"no parquet files under {input_folder}")
+    check_writable(out)
+    for index in config.dedup_against:
+        try:
+            check_index(index, config)
+        except CorruptFileError as err:
+            raise ValueError(f"--dedup-against: {err}") from None
 
 
 def summarize(layout: DedupLayout, config: DedupConfig) -> dict:
@@ -103,6 +114,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--word-split", choices=("spacy", "whitespace"), default="spacy")
     p.add_argument("--shingle-hash", choices=("text", "words"), default="text")
     a = p.parse_args(argv)
+    # bad input is one line (exit 2) before any work: counts, parameters, input, output folder, indexes
+    with errors_as_one_line(ValueError):
+        summary = _run_from_args(a)
+    _print_summary(summary)
+
+
+def _run_from_args(a: argparse.Namespace) -> dict:
     config = DedupConfig(
         n_grams=a.n_grams,
         num_buckets=a.bands,
@@ -117,7 +135,10 @@ def main(argv: list[str] | None = None) -> None:
         word_split=a.word_split,
         shingle_hash=a.shingle_hash,
     )
-    summary = run_dedup(a.input, a.out, config, workers=a.workers, tasks=a.tasks, write_index=a.write_index)
+    return run_dedup(a.input, a.out, config, workers=a.workers, tasks=a.tasks, write_index=a.write_index)
+
+
+def _print_summary(summary: dict) -> None:
     mh = summary["minhash"] or {}
     print(f"documents: {mh.get('documents')}  removed as near-duplicates: {mh.get('removed')}")
     for kind in ("url", "exact", "cross_dump"):

@@ -11,6 +11,7 @@ The signals ``lorem_ipsum`` and ``curly_bracket`` hold the index of the first li
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -130,7 +131,7 @@ class C4Rule(Rule):
     min_sentences: int | None
 
     FAMILY = FAMILY
-    BOUNDS = (Bound("sentences", "min", "too_few_sentences"),)
+    BOUNDS = (Bound("sentences", "min", "too_few_sentences", limits=(-1, math.inf)),)  # -1: off (datatrove)
 
     def check(self, signals: Signals) -> Verdict:
         lorem = int(signals[column(FAMILY, "lorem_ipsum")]) if self.filter_lorem_ipsum else -1

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datatrove.utils.text import TERMINAL_PUNCTUATION
 
 from filters.gopher_repetition import find_duplicates
-from filters.rule import Bound, Rule, Signals, Verdict, column, ratio
+from filters.rule import AMOUNT, Bound, Rule, Signals, Verdict, column, ratio
 
 FAMILY = "fineweb"
 SIGNALS = ("lines", "line_punct_ratio", "short_line_ratio", "char_dup_ratio", "list_ratio")
@@ -51,7 +51,10 @@ class FineWebRule(Rule):
     max_list_ratio: float | None
 
     FAMILY = FAMILY
-    BOUNDS = tuple(Bound(s, side, s) for s, side in zip(SIGNALS[1:], ("min", "max", "max", "max"), strict=True))
+    BOUNDS = (
+        *(Bound(s, side, s) for s, side in zip(SIGNALS[1:4], ("min", "max", "max"), strict=True)),
+        Bound("list_ratio", "max", "list_ratio", limits=AMOUNT),  # newlines per word: a list can pass 1
+    )
 
     def skips(self, bound: Bound, value: float) -> bool:
         return bound.signal == "line_punct_ratio" and value == 0 and self.line_punct_exclude_zero

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from datatrove.utils.text import PUNCTUATION_SET
 
-from filters.rule import Bound, Rule, ratio
+from filters.rule import AMOUNT, FRACTION, Bound, Rule, ratio
 
 FAMILY = "gopher_quality"
 SIGNALS = (
@@ -72,17 +72,17 @@ class GopherQualityRule(Rule):
 
     FAMILY = FAMILY
     BOUNDS = tuple(
-        Bound(signal, side, reason, zero_disables=True)
-        for signal, side, reason in (
-            ("word_count", "min", "gopher_short_doc"),
-            ("word_count", "max", "gopher_long_doc"),
-            ("mean_word_length", "min", "gopher_below_avg_threshold"),
-            ("mean_word_length", "max", "gopher_above_avg_threshold"),
-            ("hash_word_ratio", "max", "gopher_too_many_hashes"),
-            ("ellipsis_word_ratio", "max", "gopher_too_many_ellipsis"),
-            ("bullet_lines_ratio", "max", "gopher_too_many_bullets"),
-            ("end_ellipsis_lines_ratio", "max", "gopher_too_many_end_ellipsis"),
-            ("alpha_words_ratio", "min", "gopher_below_alpha_threshold"),
-            ("stop_word_count", "min", "gopher_enough_stop_words"),
+        Bound(signal, side, reason, zero_disables=True, limits=limits)
+        for signal, side, reason, limits in (
+            ("word_count", "min", "gopher_short_doc", AMOUNT),
+            ("word_count", "max", "gopher_long_doc", AMOUNT),
+            ("mean_word_length", "min", "gopher_below_avg_threshold", AMOUNT),
+            ("mean_word_length", "max", "gopher_above_avg_threshold", AMOUNT),
+            ("hash_word_ratio", "max", "gopher_too_many_hashes", AMOUNT),  # '#' and '...' per word: can pass 1
+            ("ellipsis_word_ratio", "max", "gopher_too_many_ellipsis", AMOUNT),
+            ("bullet_lines_ratio", "max", "gopher_too_many_bullets", FRACTION),
+            ("end_ellipsis_lines_ratio", "max", "gopher_too_many_end_ellipsis", FRACTION),
+            ("alpha_words_ratio", "min", "gopher_below_alpha_threshold", FRACTION),
+            ("stop_word_count", "min", "gopher_enough_stop_words", AMOUNT),
         )
     )

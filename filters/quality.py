@@ -33,6 +33,7 @@ class SignalOptions:
     gopher_quality: gopher_quality.GopherQualityOptions
     c4: c4.C4Options
     fineweb: fineweb.FineWebOptions
+    timeout: float  # seconds for one document's signals (spaCy's tokenizer is super-linear on hostile text)
 
 
 @dataclass(frozen=True)

@@ -36,14 +36,24 @@ def ratio(a: float, b: float) -> float:
     return a / b if b else (math.inf if a else 0.0)
 
 
+FRACTION = (0.0, 1.0)  # a share of lines, words or characters
+AMOUNT = (0.0, math.inf)  # a count, a length, a ratio that can pass 1 (newlines per word)
+
+
 @dataclass(frozen=True)
 class Bound:
-    """Drop with ``reason`` when ``signal`` is below ``min_<signal>`` or above ``max_<signal>``."""
+    """Drop with ``reason`` when ``signal`` is below ``min_<signal>`` or above ``max_<signal>``.
+
+    ``limits`` is the range a threshold may take: a signal that is a fraction has no meaningful
+    threshold outside [0, 1], and a negative count or 7 for a fraction is a typo that would silently keep
+    or drop every document.
+    """
 
     signal: str
     side: Literal["min", "max"]
     reason: str
     zero_disables: bool = False
+    limits: tuple[float, float] = FRACTION
 
     @property
     def key(self) -> str:
@@ -58,6 +68,14 @@ class Rule:
 
     FAMILY: ClassVar[str]
     BOUNDS: ClassVar[tuple[Bound, ...]]
+
+    def __post_init__(self) -> None:
+        """Every threshold inside its bound's limits (NaN is not); ``None`` switches a bound off."""
+        for bound in self.BOUNDS:
+            value = getattr(self, bound.key)
+            low, high = bound.limits
+            if value is not None and not low <= value <= high:
+                raise ValueError(f"rules.{self.FAMILY}.{bound.key} must be in [{low:g}, {high:g}] or null, got {value}")
 
     def skips(self, bound: Bound, value: float) -> bool:
         """Whether a family-specific option lets ``value`` pass ``bound`` anyway."""

@@ -52,6 +52,14 @@ class ChainConfig:
         for name in ("seq_len", "nproc", "micro_batch", "tokens_per_file"):
             if getattr(self, name) < 1:
                 raise ExecutorError(f"chain {name} must be >= 1, got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ExecutorError(f"chain lr must be > 0, got {self.lr}")
+        from trainer.model_spec import ModelSpecError, base_model
+
+        try:  # a preset name or a model file: known now, not after curation
+            base_model(self.model)
+        except ModelSpecError as err:
+            raise ExecutorError(f"--model: {err}") from None
 
 
 CHAIN_RECORD = "chain.json"

@@ -18,6 +18,7 @@ from pathlib import Path
 from datatrove.pipeline.base import PipelineStep
 
 from common.config import ConfigError
+from common.lock import FolderUnavailable, check_writable
 from curate.refilter import KEPT, Tally, build_refilter_pipeline, rule_ids
 from pipelines.layout import RunLayout
 from pipelines.recipe import Recipe, load_recipe
@@ -80,10 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         if not (run / "run.json").is_file():
             raise ConfigError(f"{run} is not a run directory (no run.json)")
         recipe = load_recipe(args.recipe)
-    except ConfigError as err:
+        out = check_writable(args.out or run / "refilter" / recipe.name)
+    except (ConfigError, FolderUnavailable) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print_report(refilter(run, recipe, Path(args.out) if args.out else None))
+    print_report(refilter(run, recipe, out))
     return 0
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from common.atomic import atomic_write_text
+from common.cli import one_line
 from common.config import ConfigError
-from common.lock import FolderLock, FolderLocked
+from common.lock import FolderLock, FolderUnavailable
 from curate.pipeline import build_curate_pipeline
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
 from pipelines.layout import RunLayout
@@ -27,6 +28,7 @@ from pipelines.recipe import Recipe, load_recipe
 from pipelines.sources import DEFAULT_CC_BASE, ResolvedSource, SourceError, resolve_source
 
 if TYPE_CHECKING:
+    from pipelines.chain import ChainConfig
     from pipelines.ray_cluster.chain import RayOptions
 
 VERSIONED = (
@@ -170,6 +172,14 @@ def ray_options(args: argparse.Namespace) -> RayOptions | None:
     return RayOptions(args.ray_address, args.ray_cpus_per_task, args.ray_memory_per_task)
 
 
+def check_counts(args: argparse.Namespace) -> None:
+    """Counts given on the command line are positive (a negative worker count used to fail mid-run)."""
+    for flag in ("tasks", "workers", "limit_warcs"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be >= 1, got {value}")
+
+
 def check_ray_args(args: argparse.Namespace) -> None:
     if args.ray_cpus_per_task < 1:
         raise ConfigError("--ray-cpus-per-task must be >= 1")
@@ -249,10 +259,20 @@ def print_summary(layout: RunLayout, stats: dict, report: Path) -> None:
     print(f"report: {report}")
 
 
+def chain_knobs(args: argparse.Namespace) -> ChainConfig | None:
+    """With ``--train``, the chain's knobs, checked now (a bad one would fail only after curation)."""
+    if not args.train:
+        return None
+    from pipelines.chain import ChainConfig
+
+    return ChainConfig(vocab_size=args.vocab_size, seq_len=args.seq_len, model=args.model, nproc=args.nproc)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
+        check_counts(args)
         recipe = load_recipe(args.recipe)
         if args.languages:
             recipe = recipe.with_languages(tuple(args.languages))
@@ -260,14 +280,13 @@ def main(argv: list[str] | None = None) -> int:
             args.source, cc_base=args.cc_base, dump=args.dump, limit_warcs=args.limit_warcs
         )
         recipe.curate.check_models()
-        if args.tasks is not None and args.tasks < 1:
-            raise ConfigError("--tasks must be >= 1")
         check_ray_args(args)
+        knobs = chain_knobs(args)
         against = dedup_indexes(args, recipe, Path(args.out) / source.dump)
         _run_lock = FolderLock(Path(args.out) / source.dump, "pipelines.run").acquire()  # one writer, until exit
         layout = prepare_run(recipe, source, Path(args.out), argv, against)
-    except (ConfigError, SourceError, FolderLocked) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (ConfigError, SourceError, FolderUnavailable, ExecutorError) as err:
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     from pipelines.stats import merge_run_stats
 
@@ -283,10 +302,9 @@ def main(argv: list[str] | None = None) -> int:
 
     print_summary(layout, stats, write_report(layout.root))
     if args.train:
-        from pipelines.chain import ChainConfig, print_chain, run_chain
+        from pipelines.chain import print_chain, run_chain
 
         try:
-            knobs = ChainConfig(vocab_size=args.vocab_size, seq_len=args.seq_len, model=args.model, nproc=args.nproc)
             print_chain(run_chain(layout.root, knobs, ray=ray_options(args)))
         except ExecutorError as err:
             print(f"error: {err}", file=sys.stderr)

@@ -15,6 +15,7 @@ from pathlib import Path
 from tokenizers import pre_tokenizers, trainers
 
 from common.cli import errors_as_one_line
+from common.lock import check_writable
 from tokenizer.artifacts import tokenizer_sha256, write_tokenizer_dir
 from tokenizer.corpus import SampleStats, sample_texts
 from tokenizer.inputs import resolve_parquet
@@ -76,6 +77,7 @@ def train_tokenizer(
 ) -> TrainResult:
     """Train on a seeded sample of the parquet documents in `inputs`; write the tokenizer folder."""
     check_sizes(vocab_size, char_budget, doc_char_cap, max_digits, min_frequency)
+    check_writable(out_dir)
     start = time.perf_counter()
     files = resolve_parquet(inputs)
     pattern = split_pattern(max_digits=max_digits, number_space=number_space, words=words)

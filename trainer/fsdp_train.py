@@ -27,14 +27,13 @@ import json
 import os
 
 from common.cli import USAGE_ERROR, one_line
-from common.lock import FolderLocked
 from trainer.loop import TrainResult, train
 from trainer.train_config import TrainConfig, parse_args
 
 # What bad input raises before (or instead of) training: the project's config, manifest, shard and
 # checkpoint checks are ValueErrors (ManifestError, IncompatibleShards, UntrustedCheckpoint, ...),
 # unknown presets KeyErrors; a missing file is an OSError.
-CONFIG_ERRORS = (ValueError, KeyError, OSError, FolderLocked)
+CONFIG_ERRORS = (ValueError, KeyError, OSError)
 
 __all__ = ["TrainConfig", "TrainResult", "main", "parse_args", "train"]
 

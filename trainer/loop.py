@@ -23,6 +23,7 @@ from trainer.export_hf import export_live
 from trainer.init_from import init_from, mixture_record
 from trainer.mesh import ParallelDims
 from trainer.metrics import DataIndexWriter, MetricsLogger, Throughput
+from trainer.output_lock import lock_output
 from trainer.pipeline_parallel import export_from_checkpoint
 from trainer.prepare import PreparedData, prepare_data
 from trainer.profiling import StepProfiler, oom_snapshot
@@ -124,9 +125,11 @@ def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
 def _run(cfg: TrainConfig, info: DistInfo) -> TrainResult:
     if cfg.init_optimizer and cfg.init_from is None:
         raise ValueError("--init-optimizer needs --init-from")
+    cfg.check()
     out = Path(cfg.out)
     profiler = StepProfiler(cfg.profile_steps, out, info.rank, info.device)
     data = prepare_data(cfg, info)
+    _out_lock = lock_output(out, info)  # one run writes `out` (checkpoints, metrics) until this process ends
     plan, loader = data.plan, data.loader
     engine = _build_engine(cfg, info, data)
     ckpt = Checkpointer(out / "checkpoints", cfg.keep_checkpoints)
@@ -159,7 +162,7 @@ def _run(cfg: TrainConfig, info: DistInfo) -> TrainResult:
         out.mkdir(parents=True, exist_ok=True)
         (out / "run_config.json").write_text(json.dumps(meta, indent=1, default=str))
 
-    metrics = MetricsLogger(out / "metrics.jsonl", info.is_main)
+    metrics = MetricsLogger(out / "metrics.jsonl", info.is_main, start_step=loader.step)
     indices = DataIndexWriter(out / "data_indices", info.rank) if cfg.save_data_indices else None
     throughput = Throughput(data.model_cfg, plan, cfg.gpu, info, loader.step)
     losses: list[tuple[int, float]] = []

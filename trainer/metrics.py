@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 import torch
 
+from common.atomic import atomic_write_text
 from trainer.config import ModelConfig
 from trainer.data import EpochPlan
 from trainer.distributed import DistInfo
@@ -128,11 +129,17 @@ def peak_memory_gib(device: torch.device) -> float:
 class MetricsLogger:
     """One JSON object per line in `path` and a compact line on stdout; only the main rank writes."""
 
-    def __init__(self, path: Path | None, enabled: bool, stream: TextIO = sys.stdout) -> None:
+    def __init__(
+        self, path: Path | None, enabled: bool, stream: TextIO = sys.stdout, start_step: int | None = None
+    ) -> None:
+        """`start_step`: the step the run starts after (the resumed checkpoint's, 0 for a fresh run); records
+        of later steps, which the run is about to log again, are dropped first (atomically)."""
         self.enabled, self.stream = enabled, stream
         self.file = None
         if enabled and path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
+            if start_step is not None and path.exists():
+                keep_records_up_to(path, start_step)
             self.file = path.open("a")
 
     def log(self, record: dict[str, Any]) -> None:
@@ -147,6 +154,25 @@ class MetricsLogger:
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
+
+
+def keep_records_up_to(path: Path, step: int) -> int:
+    """Rewrite `path` (atomically) without the records of steps after `step` and without a line cut by a
+    kill; returns how many records were dropped. A resumed run replays those steps, so each is logged once."""
+    kept, dropped = [], 0
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            dropped += 1
+            continue
+        if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] > step:
+            dropped += 1
+            continue
+        kept.append(line + "\n")
+    if dropped:
+        atomic_write_text(path, "".join(kept))
+    return dropped
 
 
 def _fmt(value: Any) -> str:

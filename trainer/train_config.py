@@ -82,6 +82,29 @@ class TrainConfig:
     cp: int = 1  # context parallel degree (ring attention; CUDA only)
     pp_schedule: PPSchedule = "1F1B"
 
+    def check(self) -> None:
+        """What types cannot say, before any work: counts and rates in range, an `--out` that can be written
+        (a ValueError, one line, raised on every rank alike)."""
+        from common.lock import check_writable
+
+        at_least = {"micro_batch": 1, "grad_accum": 1, "log_every": 1, "keep_checkpoints": 1, "vocab_multiple": 1,
+                    "val_batches": 0, "val_holdout_files": 0, "eval_every": 0, "checkpoint_every": 0}  # fmt: skip
+        for name, low in at_least.items():
+            if getattr(self, name) < low:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(self, name)}")
+        for name in ("seq_len", "max_steps", "global_batch_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+        optim = self.optim
+        if not optim.lr > 0 or not optim.weight_decay >= 0 or not optim.grad_clip >= 0:
+            raise ValueError(f"--lr must be > 0, --weight-decay and --grad-clip >= 0, got {optim.lr}, "
+                             f"{optim.weight_decay}, {optim.grad_clip}")  # fmt: skip
+        if not 0 <= optim.min_lr_ratio <= 1 or not all(0 <= b < 1 for b in optim.betas):
+            raise ValueError(f"--min-lr-ratio must be in [0, 1] and --betas in [0, 1), got {optim.min_lr_ratio}, "
+                             f"{optim.betas}")  # fmt: skip
+        check_writable(self.out)
+
 
 HELP: dict[str, str] = {
     "model": "a preset (tiny, 125M, 350M, 1B, 7B) or a YAML/JSON file of ModelConfig fields (trainer/config.py)",

@@ -84,9 +84,11 @@ def test_without_against_b_keeps_them(dumps, tmp_path: Path) -> None:
     assert len(_ids(tmp_path / "deduped")) == 300  # per dump (FineWeb's default): nothing in B is a duplicate
 
 
-def test_cli_refuses_a_run_without_index(dumps, tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match="no dedup index"):
+def test_cli_refuses_a_run_without_index(dumps, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
         main(["--input", str(dumps["root"] / "B_docs"), "--out", str(tmp_path / "o"), "--dedup-against", str(tmp_path)])
+    assert exit_.value.code == 2 and "no dedup index" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
 
 
 def test_an_index_of_another_config_is_refused(dumps) -> None:
