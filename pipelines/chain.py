@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from common.atomic import atomic_write_text
+from common.lifetime import die_with_parent
 from mixtures.spec import EPOCH
 from pipelines.errors import ExecutorError
 
@@ -129,7 +130,9 @@ def run_chain(
             "--out", str(train_dir), "--micro-batch", str(config.micro_batch), "--lr", str(config.lr),
             "--val-holdout-files", "1", "--eval-every", "5", "--log-every", "5",
         ]  # fmt: skip
-        subprocess.run(command, check=True, cwd=REPO, env={**_env(), "OMP_NUM_THREADS": "1"})
+        env = {**_env(), "OMP_NUM_THREADS": "1"}
+        # the launcher dies with this process, and its ranks with it (trainer/fsdp_train.py)
+        subprocess.run(command, check=True, cwd=REPO, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509
     return {
         "tokenizer": str(tok_dir / "tokenizer.json"),
         "mixture": str(mix_dir / "manifest.json"),

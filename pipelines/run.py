@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from common.atomic import atomic_write_text
 from common.cli import one_line
 from common.config import ConfigError
+from common.lifetime import children_die_with_me
 from common.lock import FolderLock, FolderUnavailable
 from curate.pipeline import build_curate_pipeline
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
@@ -290,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from pipelines.stats import merge_run_stats
 
+    children_die_with_me()  # a SIGKILLed run leaves no Manager server, pool worker or sandbox behind
     try:
         tasks = {"curate": run_curate(args, recipe, source, layout)}
         if recipe.dedup.enabled and not args.no_dedup:

@@ -27,6 +27,7 @@ import json
 import os
 
 from common.cli import USAGE_ERROR, one_line
+from common.lifetime import die_with_parent
 from trainer.loop import TrainResult, train
 from trainer.train_config import TrainConfig, parse_args
 
@@ -43,6 +44,8 @@ def _is_rank0() -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # a torchrun rank runs in its own session: die with the launcher
+        die_with_parent()
     # argparse's usage error is the same on every rank: let rank 0 alone print it
     with contextlib.nullcontext() if _is_rank0() else contextlib.redirect_stderr(io.StringIO()):
         cfg = parse_args(argv, description=__doc__)
