@@ -116,7 +116,7 @@ def build_curate_pipeline(
             )
         )
     )
-    steps.append(QualitySignals(config.signals, default_language=languages[0] if languages else "en"))
+    steps.append(excluded(QualitySignals(config.signals, languages[0] if languages else "en", languages)))
     steps += judge_steps(config, excluded)
     steps += decontamination_steps(config, removed)
     steps.append(DocumentWriter(curated, excluded.schema))

@@ -25,6 +25,7 @@ import yaml
 
 from common.cli import errors_as_one_line
 from common.lock import FolderLocked, locked_folder
+from mixtures.encode import TokenPart
 from mixtures.manifest import MANIFEST_NAME, Manifest, ShardFile, SourceStats, TokenizerInfo, write_manifest
 from mixtures.parts import tokenize_sources
 from mixtures.plan import Demand, InfeasibleMixture, check_feasible, plan_copies, requested_tokens
@@ -81,7 +82,7 @@ def _build(
         append_eos = spec.separator in ("append", "both")
         fast = spec.encoder == "auto"
         parts = tokenize_sources(
-            sources, tok_file, info, append_eos, dtype, tmp, spec.workers, progress, fast
+            sources, tok_file, info, append_eos, dtype, tmp, spec.workers, progress, fast, spec.max_doc_chars
         )
         docs = [source_docs(parts, i, s.rehydrate) for i, s in enumerate(spec.sources)]
         if spec.is_epoch:
@@ -113,7 +114,7 @@ def _build(
         files = run_tasks(write_shard, tasks, spec.workers, desc="writing shards", progress=progress)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    manifest = _manifest(spec, info, dtype, files, docs, copies)
+    manifest = _manifest(spec, info, dtype, files, docs, copies, parts)
     write_manifest(manifest, out)
     manifest.root = out
     return manifest
@@ -167,10 +168,11 @@ def _manifest(
     files: list[ShardFile],
     docs: list[Docs],
     copies: list[np.ndarray],
+    parts: list[TokenPart],
 ) -> Manifest:
     total = sum(f.tokens for f in files)
     sources = {}
-    for s, d, c in zip(spec.sources, docs, copies, strict=True):
+    for i, (s, d, c) in enumerate(zip(spec.sources, docs, copies, strict=True)):
         tokens = int((d.length * c).sum())
         sources[s.name] = SourceStats(
             weight=s.weight,
@@ -179,6 +181,7 @@ def _manifest(
             available_tokens=d.tokens,
             repetitions=tokens / d.tokens if d.tokens else 0.0,
             realized_ratio=tokens / total if total else 0.0,
+            skipped_too_long=sum(p.skipped_too_long for p in parts if p.source == i),
         )
     return Manifest(
         tokenizer=info,

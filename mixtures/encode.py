@@ -39,6 +39,7 @@ class EncodeTask:
     encode_threads: int = 1  # >1 only while HF tokenizers' own threads are off (parts.py)
     score_column: str | None = None  # with min_score: keep rows scoring >= min_score (top_slice.py)
     min_score: float | None = None
+    max_chars: int | None = None  # longer texts are skipped before tokenization (counted): spec `max_doc_chars`
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class TokenPart:
     documents: int
     tokens: int
     skipped_empty: int = 0
+    skipped_too_long: int = 0
 
 
 def encode_task(task: EncodeTask) -> TokenPart:
@@ -62,7 +64,7 @@ def encode_task(task: EncodeTask) -> TokenPart:
         raise KeyError(f"{task.file}: no `{task.cluster_column}` column to re-hydrate by")
     lengths: list[np.ndarray] = []
     clusters: list[np.ndarray] = []
-    skipped = [0]
+    skipped = [0, 0]  # empty, too long
     total = 0
     batches = _batches(parquet, task, skipped)
     first = next(batches, None)
@@ -97,17 +99,23 @@ def encode_task(task: EncodeTask) -> TokenPart:
         documents=int(lengths_arr.size),
         tokens=total,
         skipped_empty=skipped[0],
+        skipped_too_long=skipped[1],
     )
 
 
 def _batches(parquet: pq.ParquetFile, task: EncodeTask, skipped: list[int]) -> Iterator[Batch]:
-    """The task's non-empty texts, `batch_docs` rows at a time; empty ones are counted in `skipped`."""
+    """The task's non-empty texts, `batch_docs` rows at a time; empty ones and those over `max_chars` are
+    counted in `skipped` ([empty, too long]) and not tokenized."""
     columns = [task.column] + ([task.cluster_column] if task.cluster_column else [])
     columns += [task.score_column] if task.min_score is not None and task.score_column else []
     for batch in parquet.iter_batches(task.batch_docs, row_groups=task.row_groups, columns=columns):
         texts = batch.column(0).to_pylist()
         keep = [i for i, t in enumerate(texts) if t]
         skipped[0] += len(texts) - len(keep)
+        if task.max_chars is not None:
+            short = [i for i in keep if len(texts[i]) <= task.max_chars]
+            skipped[1] += len(keep) - len(short)
+            keep = short
         if task.min_score is not None:
             scores = batch.column(columns.index(str(task.score_column))).to_pylist()
             keep = [i for i in keep if scores[i] is not None and scores[i] >= task.min_score]

@@ -59,6 +59,7 @@ class SourceStats:
     available_tokens: int
     repetitions: float
     realized_ratio: float
+    skipped_too_long: int = 0  # documents over the spec's `max_doc_chars`, not tokenized
 
 
 @dataclass

@@ -26,6 +26,7 @@ def tokenize_sources(
     workers: int,
     progress: bool = True,
     fast: bool = True,
+    max_chars: int | None = None,
 ) -> list[TokenPart]:
     """Token parts of all sources, grouped by source index (parts of one source stay in file order)."""
     token_size = 4 if dtype == "uint32" else 2
@@ -60,6 +61,7 @@ def tokenize_sources(
                         fast=fast,
                         score_column=source.spec.score_column,
                         min_score=min_score,
+                        max_chars=max_chars,
                     )
                 )
     if workers > 1:  # processes: each sets its own Rust thread count (pool.py)

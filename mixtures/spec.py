@@ -43,6 +43,12 @@ ENCODERS = ("auto", "hf")
 EPOCH = "epoch"  # `target_tokens: epoch`: every document of every source once
 
 
+# A document longer than this is skipped before tokenization (counted per source in the manifest): BPE on
+# one long run without a space is super-linear, and a curated document this long (FineWeb's rules drop
+# pages over 100,000 words, about 600,000 characters) is a page the rules did not see, not text to learn.
+DEFAULT_MAX_DOC_CHARS = 1_000_000
+
+
 class SpecError(ValueError):
     """The spec is malformed (as opposed to well-formed but not satisfiable by the data)."""
 
@@ -75,6 +81,7 @@ class MixtureSpec:
     tokens_per_file: int = 1 << 28
     workers: int = 1
     encoder: str = "auto"
+    max_doc_chars: int = DEFAULT_MAX_DOC_CHARS
     base_dir: Path = field(default_factory=Path.cwd)
 
     @property
@@ -109,6 +116,7 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | os.PathLike[str] | None
         "tokens_per_file",
         "workers",
         "encoder",
+        "max_doc_chars",
     }
     if unknown:
         raise SpecError(f"unknown spec keys: {sorted(unknown)}")
@@ -144,6 +152,7 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | os.PathLike[str] | None
         tokens_per_file=_positive_int(data.get("tokens_per_file", 1 << 28), "tokens_per_file"),
         workers=1 if workers is None else _positive_int(workers, "workers"),
         encoder=encoder,
+        max_doc_chars=_positive_int(data.get("max_doc_chars", DEFAULT_MAX_DOC_CHARS), "max_doc_chars"),
         base_dir=Path(base_dir) if base_dir is not None else Path.cwd(),
     )
 

@@ -54,14 +54,31 @@ def connect(address: str | None = None) -> dict[str, Any]:
     if not ray.is_initialized():
         enable_for_this_process()
         env_vars = {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
-        ray.init(
-            address=address or None,
-            ignore_reinit_error=True,
-            runtime_env={"env_vars": env_vars},
-            include_dashboard=False if not address else None,
-            log_to_driver=True,
-        )
+        options = {"ignore_reinit_error": True, "runtime_env": {"env_vars": env_vars}, "log_to_driver": True}
+        try:  # the address given, else RAY_ADDRESS, else a cluster started with `ray start` on this machine
+            ray.init(address=address or "auto", **options)
+        except ConnectionError:
+            if address or os.environ.get("RAY_ADDRESS"):
+                raise
+            start_local(**options)
     return ray.cluster_resources()
+
+
+def start_local(**options: Any) -> None:
+    """Start a Ray instance for this driver alone, reachable from this machine only.
+
+    ``ray.init`` replaces a loopback node address by the machine's routable one, and its GCS, raylet,
+    agents and the dashboard / autoscaler metrics endpoints then listen on every interface, without a
+    token on the metrics ports. Ray's own switch for "no cluster, loopback only"
+    (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, its default on macOS and Windows) puts every one of them on
+    127.0.0.1; it is read when ``ray`` is imported, so the driver's already-imported constant is set too.
+    """
+    import ray
+    from ray._private import ray_constants
+
+    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"  # Ray processes started from here inherit it
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    ray.init(address="local", include_dashboard=False, **options)
 
 
 def alive_nodes() -> list[dict[str, float]]:

@@ -1,12 +1,15 @@
 """``--executor ray`` on a real Ray head (127.0.0.1): same output as local, survives kills, resumes.
 
-One head (``ray start --head --num-cpus 2``) serves the whole module and is stopped in teardown. It runs
+One head (``ray start --head --num-cpus 2 --block``) serves the whole module and is stopped in teardown
+(its own processes only, by pid: ``ray stop`` would stop every Ray cluster on the machine). It runs
 with token authentication (Ray 2.60's default for new local clusters) and a token of its own, given to
 every client by ``RAY_AUTH_TOKEN_PATH`` only: the drivers must turn token mode on themselves.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import shutil
@@ -14,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,6 +31,7 @@ from pipelines.ray_cluster.auth import MODE_VAR, TOKEN_PATH_VAR, TOKEN_VAR, enab
 from pipelines.ray_cluster.executor import GIB, RayResourceError, fit_resources
 from tests.support.cli import REPO, run_cli
 from tests.support.mirror import write_mirror
+from tests.support.processes import alive, descendants, wait_gone
 
 RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(RAY is None, reason="ray is not installed")]
@@ -56,20 +61,71 @@ def ray_head(tmp_path_factory) -> Iterator[str]:
         os.environ.pop(key, None)
     os.environ[TOKEN_PATH_VAR] = str(token)
     env = {**os.environ, "PYTHONPATH": str(REPO), MODE_VAR: "token"}
-    cmd = [RAY, "start", "--head", "--num-cpus", "2", "--port", str(port), "--node-ip-address", "127.0.0.1"]
+    cmd = [RAY, "start", "--head", "--block", "--num-cpus", "2", "--port", str(port), "--node-ip-address", "127.0.0.1"]
     cmd += ["--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"]
-    subprocess.run(cmd, check=True, env=env, capture_output=True, timeout=120)
+    head = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     address = f"127.0.0.1:{port}"
-    os.environ["RAY_ADDRESS"] = address
     try:
+        _wait_until_up(address, env, head)
+        os.environ["RAY_ADDRESS"] = address
         yield address
     finally:
-        subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        _stop(head)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def _wait_until_up(address: str, env: dict[str, str], head: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and head.poll() is None:
+        status = subprocess.run([RAY, "status", "--address", address], env=env, capture_output=True, timeout=60)
+        if status.returncode == 0:
+            return
+        time.sleep(1)
+    raise RuntimeError(f"the Ray head at {address} did not come up (exit code {head.poll()})")
+
+
+def _stop(head: subprocess.Popen) -> None:
+    """This head's processes (``ray start --block`` and what it started), by pid: TERM, then KILL."""
+    tree = descendants(head.pid) | {head.pid}
+    for sig, pids in ((signal.SIGTERM, alive(tree)), (signal.SIGKILL, wait_gone(tree, timeout=15))):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+    head.wait(timeout=30)
+
+
+def test_a_local_instance_started_by_the_driver_listens_on_loopback_only() -> None:
+    """``connect()`` without any cluster to join starts one for the driver: GCS, raylet, agents, the
+    dashboard and autoscaler metrics endpoints all listen on 127.0.0.1, none on another interface."""
+    temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
+    script = (
+        "import os, json, subprocess\n"
+        "from pipelines.ray_cluster.executor import start_local\n"
+        "from tests.support.processes import descendants\n"
+        f"start_local(_temp_dir={str(temp)!r}, num_cpus=1)\n"
+        "import ray, time; ray.get(ray.remote(lambda: 1).remote())\n"
+        "pids = descendants(os.getpid())\n"
+        "out = subprocess.run(['ss', '-ltnpH'], capture_output=True, text=True).stdout\n"
+        "print(json.dumps([l.split()[3] for l in out.splitlines() if any(f'pid={p},' in l for p in pids)]))\n"
+        "ray.shutdown()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = str(REPO)
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    listening = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"{len(listening)} listening sockets: {sorted(listening)}")
+    assert len(listening) >= 5  # GCS, raylet (2), agents, metrics
+    hosts = {address.rsplit(":", 1)[0] for address in listening}
+    assert hosts <= {"127.0.0.1", "[::ffff:127.0.0.1]", "[::1]"}, hosts
 
 
 def _docs(folder: Path, tasks: int | None = None) -> dict[str, list[tuple[str, str]]]:
