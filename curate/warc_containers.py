@@ -77,6 +77,11 @@ def _plausible(kind: str, head: bytes, idx: int) -> bool:
         except zlib.error:
             return False
         return head[idx + 3] < 0x20 if len(head) > idx + 3 else True
+    if head.startswith(ZSTD_DICT_MAGIC, idx):  # 4 junk bytes can spell it: its frame must end in a zstd frame
+        after = idx + 8 + int.from_bytes(head[idx + 4 : idx + 8], "little")
+        if after + len(ZSTD_MAGIC) <= len(head):
+            return head.startswith(ZSTD_MAGIC, after)
+        return len(head) == RESYNC_CHUNK  # it ends past the first MiB: cannot tell, unless the file ended
     return True
 
 
@@ -110,7 +115,9 @@ def iter_members(f: IO[bytes], max_bytes: int, on_error: OnError | None = None) 
     if kind is None:
         on_error("garbage_bytes", 0, ValueError("no gzip, zstd or WARC/ magic in the first MiB"))
         return
-    if start:
+    if start and kind == "gzip":
+        _count_gzip_garbage(f, 0, start, max_bytes, on_error, f"{start} bytes before the first gzip member")
+    elif start:
         on_error("garbage_bytes", 0, ValueError(f"{start} bytes before the first {kind} member"))
     if kind == "gzip":
         yield from iter_gzip_members(f, max_bytes, on_error, start)
@@ -180,6 +187,22 @@ def _count_gap(f: IO[bytes], pos: int, nxt: int | None, max_bytes: int, on_error
         on_error("garbage_bytes", end, ValueError("bytes after a corrupt member start no member"))
 
 
+def _count_gzip_garbage(
+    f: IO[bytes], pos: int, nxt: int | None, max_bytes: int, on_error: OnError, why: str
+) -> None:
+    """Bytes from ``pos`` to the next magic (``nxt``, None: end of file) that start no member: each gzip
+    member in them whose magic alone was destroyed (its header and deflate data still parse) is one
+    ``garbage_bytes`` loss, so two such members in a row count two lost members, not one; what is
+    left after them counts once more."""
+    while (end := _deflate_end(f, pos, max_bytes)) is not None and (nxt is None or end <= nxt):
+        on_error("garbage_bytes", pos, ValueError(f"{why}: a gzip member with destroyed magic bytes"))
+        pos = end
+        f.seek(pos)
+        if pos == nxt or not f.read(1):
+            return
+    on_error("garbage_bytes", pos, ValueError(why))
+
+
 def _iter_compressed(
     f: IO[bytes],
     pos: int,
@@ -189,6 +212,7 @@ def _iter_compressed(
     on_error: OnError,
     skip: Callable[[int, bytes], int | None] | None = None,
     on_corrupt: Callable[[int, int | None], None] | None = None,
+    on_garbage: Callable[[int, int | None], None] | None = None,
 ) -> Iterator[tuple[int, bytes]]:
     """The loop the compressed containers share: inflate the member at ``pos``; on garbage, a
     broken or an oversized member, count it and resync at the next ``magic``."""
@@ -201,8 +225,11 @@ def _iter_compressed(
             pos = skipped
             continue
         if head != magic:
-            on_error("garbage_bytes", pos, ValueError("no member starts here"))
             resume = pos + 1
+            if on_garbage:
+                on_garbage(pos, find_next(f, resume, magic))
+            else:
+                on_error("garbage_bytes", pos, ValueError("no member starts here"))
         else:
             try:
                 member, end = inflate(pos)
@@ -241,6 +268,7 @@ def iter_gzip_members(
         (zlib.error, EOFError),
         report,
         on_corrupt=lambda pos, nxt: _count_gap(f, pos, nxt, max_bytes, report),
+        on_garbage=lambda pos, nxt: _count_gzip_garbage(f, pos, nxt, max_bytes, report, "no member starts here"),
     )
 
 
