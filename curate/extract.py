@@ -17,6 +17,7 @@ from datatrove.pipeline.extractors.base import ExtractorSandbox
 from datatrove.utils.logging import logger
 
 from classifiers.lid import LanguageIdentifier
+from common.sandbox import run_sandboxed
 
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
 _SCRIPT = re.compile(r"<(script|style|noscript|template|svg)\b[^>]*>.*?</\1\s*>", re.S | re.I)
@@ -127,19 +128,16 @@ class MainTextExtractor(PipelineStep):
                             self.exclusion_writer.write(doc, rank)
                         continue
                     try:
-                        text = sandbox.process_document(doc.text, self.extract_fn)
-                    except TimeoutError:
-                        self._drop(doc, "timeout", rank)
-                        continue
-                    except EOFError:
-                        self._drop(doc, "broken_process", rank)
-                        continue
+                        text, failure = run_sandboxed(sandbox, doc.text, self.extract_fn)
                     except Exception as err:  # trafilatura raised on this page
                         if not warned:
                             logger.warning(f"extraction error on {doc.metadata.get('url')}: {err}")
                             warned = True
                         self._drop(doc, "extraction_error", rank)
                         continue
+                if failure:
+                    self._drop(doc, failure, rank)
+                    continue
                 if not text:
                     self._drop(doc, "empty", rank)
                     continue

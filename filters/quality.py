@@ -18,6 +18,7 @@ from datatrove.pipeline.extractors.base import ExtractorSandbox
 from datatrove.pipeline.filters.base_filter import BaseFilter
 from datatrove.pipeline.writers.disk_base import DiskWriter
 
+from common.sandbox import run_sandboxed
 from filters import c4, fineweb, gopher_quality, gopher_repetition
 from filters.rule import Rule, column
 from filters.words import WordTokenizer
@@ -144,14 +145,11 @@ class QualitySignals(PipelineStep):
                 self.stat_update("total")
                 language = doc.metadata.get("language") or self.default_language
                 with self.track_time():
-                    try:
-                        signals, edited = sandbox.process_document((doc.text, language), signals_of)
-                    except TimeoutError:
-                        self._drop(doc, "timeout", rank)
-                        continue
-                    except EOFError:
-                        self._drop(doc, "broken_process", rank)
-                        continue
+                    result, failure = run_sandboxed(sandbox, (doc.text, language), signals_of)
+                if result is None:
+                    self._drop(doc, failure or "broken_process", rank)
+                    continue
+                signals, edited = result
                 doc.metadata.update(signals)
                 doc.metadata[C4_TEXT_KEY] = edited
                 self.stat_update("forwarded")
