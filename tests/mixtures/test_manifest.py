@@ -49,7 +49,7 @@ def test_manifest_layout_is_the_contract(shards: Path) -> None:
     assert set(data["tokenizer"]) == {"sha256", "vocab_size", "bos_id", "eos_id", "name_or_path"}
     assert set(data["files"][0]) == {"path", "tokens", "documents", "sha256"}
     assert set(data["sources"]["held"]) == {
-        "weight", "tokens", "documents", "available_tokens", "repetitions", "realized_ratio",
+        "weight", "tokens", "documents", "available_tokens", "repetitions", "realized_ratio", "skipped_too_long",
     }  # fmt: skip
     assert len(data["files"]) >= 2 and data["total_tokens"] == sum(f["tokens"] for f in data["files"])
     for f in data["files"]:
