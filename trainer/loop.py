@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,18 +119,21 @@ def _saved_state(checkpoint: Path) -> dict[str, Any]:
 
 def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
     _setup_logging(info)
-    with oom_snapshot(cfg.oom_snapshot, Path(cfg.out), info.rank, info.device):
-        return _run(cfg, info)
+    with oom_snapshot(cfg.oom_snapshot, Path(cfg.out), info.rank, info.device), ExitStack() as held:
+        return _run(cfg, info, held)
 
 
-def _run(cfg: TrainConfig, info: DistInfo) -> TrainResult:
+def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
+    """The run; `held` releases what it takes (the `--out` lock) when the run ends, even in-process."""
     if cfg.init_optimizer and cfg.init_from is None:
         raise ValueError("--init-optimizer needs --init-from")
     cfg.check()
     out = Path(cfg.out)
     profiler = StepProfiler(cfg.profile_steps, out, info.rank, info.device)
     data = prepare_data(cfg, info)
-    _out_lock = lock_output(out, info)  # one run writes `out` (checkpoints, metrics) until this process ends
+    lock = lock_output(out, info)  # one run writes `out` (checkpoints, metrics) until this one ends
+    if lock is not None:
+        held.callback(lock.release)
     plan, loader = data.plan, data.loader
     engine = _build_engine(cfg, info, data)
     ckpt = Checkpointer(out / "checkpoints", cfg.keep_checkpoints)

@@ -78,3 +78,17 @@ def test_records_past_the_resumed_step_are_dropped(tmp_path: Path) -> None:
     assert keep_records_up_to(metrics, 3) == 3
     assert read_jsonl(metrics) == [*records[:3], records[5], records[6]]
     assert keep_records_up_to(metrics, 3) == 0
+
+
+def test_in_process_runs_release_the_lock_when_they_end(tmp_path: Path) -> None:
+    """Two phases on one `--out` in one process (what evals.ablate and notebooks do): the first releases it."""
+    from common.lock import FolderLock
+    from trainer.fsdp_train import TrainConfig, train
+
+    shards, tok = synthetic_run_inputs(tmp_path / "inputs", vocab=96, n_docs=40, seq_len=32)
+    cfg = TrainConfig(shards=shards, tokenizer=tok, out=tmp_path / "train", micro_batch=4, max_steps=1,
+                      export_hf=False, checkpoint_every=1)  # fmt: skip
+    train(cfg)
+    train(TrainConfig(**{**vars(cfg), "resume": True, "max_steps": 2}))
+    with FolderLock(tmp_path / "train", "check"):  # free again once the second run returned
+        pass
