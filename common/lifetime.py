@@ -12,39 +12,45 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import importlib
 import os
 import signal
 import sys
-from multiprocessing import util
+from types import ModuleType
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def die_with_parent(sig: int = signal.SIGKILL) -> bool:
+def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> bool:
     """Have the kernel send `sig` to this process when its parent ends; False where unsupported.
 
-    If the parent is already gone (it died between fork and this call), exit now.
+    `parent`: the pid the parent had (known to multiprocessing); if this process already has another
+    parent (it was orphaned between fork and this call), it exits now.
     """
     if not sys.platform.startswith("linux"):
         return False
-    parent = os.getppid()
+    parent = os.getppid() if parent is None else parent
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
         return False
-    if os.getppid() != parent or parent == 1:  # orphaned before the request took effect
+    if os.getppid() != parent:  # orphaned before the request took effect
         os._exit(1)
     return True
 
 
 class _Hook:
-    """The after-fork registry holds its objects weakly: this one lives as long as the module."""
+    """Runs in each new multiprocessing child of `library` (the after-fork registry holds it weakly: the
+    module keeps it alive)."""
+
+    def __init__(self, library: ModuleType) -> None:
+        self.library = library
 
     def __call__(self, _: object) -> None:
-        die_with_parent()
+        parent = self.library.parent_process()
+        die_with_parent(parent=parent.pid if parent is not None else None)
 
 
-_HOOK = _Hook()
-_REGISTERED: list[bool] = []
+_HOOKS: list[_Hook] = []
 
 
 def children_die_with_me() -> None:
@@ -52,12 +58,17 @@ def children_die_with_me() -> None:
     gets SIGKILL when its parent ends: Manager servers, pool workers, sandboxes. Both the standard
     library's registry and that of `multiprocess` (dill's fork of it, which datatrove's local executor
     uses) get the hook. Idempotent."""
-    if _REGISTERED:
+    if _HOOKS:
         return
-    _REGISTERED.append(True)
-    util.register_after_fork(_HOOK, _HOOK)
+    import multiprocessing
+
+    libraries: list[ModuleType] = [multiprocessing]
     try:
-        from multiprocess import util as dill_util
+        import multiprocess
     except ImportError:
-        return
-    dill_util.register_after_fork(_HOOK, _HOOK)
+        pass
+    else:
+        libraries.append(multiprocess)
+    for library in libraries:
+        _HOOKS.append(_Hook(library))
+        importlib.import_module(f"{library.__name__}.util").register_after_fork(_HOOKS[-1], _HOOKS[-1])
