@@ -65,12 +65,14 @@ def ray_head(tmp_path_factory) -> Iterator[str]:
     cmd += ["--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"]
     head = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     address = f"127.0.0.1:{port}"
+    started: set[int] = set()
     try:
         _wait_until_up(address, env, head)
+        started = descendants(head.pid)  # GCS, raylet, agents: they outlive `ray start --block` if it exits first
         os.environ["RAY_ADDRESS"] = address
         yield address
     finally:
-        _stop(head)
+        _stop(head, started)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -88,9 +90,10 @@ def _wait_until_up(address: str, env: dict[str, str], head: subprocess.Popen) ->
     raise RuntimeError(f"the Ray head at {address} did not come up (exit code {head.poll()})")
 
 
-def _stop(head: subprocess.Popen) -> None:
-    """This head's processes (``ray start --block`` and what it started), by pid: TERM, then KILL."""
-    tree = descendants(head.pid) | {head.pid}
+def _stop(head: subprocess.Popen, started: set[int]) -> None:
+    """This head's processes (``ray start --block``, what it started, what runs under it now), by pid:
+    TERM, then KILL."""
+    tree = started | descendants(head.pid) | {head.pid}
     for sig, pids in ((signal.SIGTERM, alive(tree)), (signal.SIGKILL, wait_gone(tree, timeout=15))):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
