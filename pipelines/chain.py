@@ -1,4 +1,4 @@
-"""The rest of the chain after curation, for one run directory: tokenizer -> mixture -> training.
+"""The rest of the chain after curation, for one run directory: tokenizer -> mixture -> training -> evaluation.
 
 ``python -m pipelines.run sample --train`` (what ``quickstart.sh`` runs) ends here: a byte-level BPE
 trained on the deduplicated documents, a one-epoch mixture of all their tokens, and one epoch of the
@@ -87,9 +87,10 @@ def mixture_spec(run_dir: Path, tok_dir: Path, config: ChainConfig) -> dict[str,
 
 
 def run_chain(
-    run_dir: Path, config: ChainConfig | None = None, ray: RayOptions | None = None, train: bool = True
-) -> dict[str, str]:
-    """Tokenizer, mixture and (unless ``train=False``) training for ``run_dir``; on Ray when ``ray`` is given."""
+    run_dir: Path, config: ChainConfig | None = None, ray: RayOptions | None = None, train: bool = True, **evals: Any
+) -> dict[str, Any]:
+    """Tokenizer, mixture and (unless ``train=False``) training for ``run_dir``, on Ray when ``ray`` is given, and
+    the trained model's final evaluation (``evals.final``; ``evals``: its ``blimp=`` file)."""
     from mixtures.build import build_mixture
     from tokenizer.train import train_tokenizer
 
@@ -122,12 +123,17 @@ def run_chain(
             "--val-holdout-files", "1", "--eval-every", "5", "--log-every", "5",
         ]  # fmt: skip
         subprocess.run(command, check=True, cwd=REPO, env={**_env(), "OMP_NUM_THREADS": "1"})
-    return {
+    result: dict[str, Any] = {
         "tokenizer": str(tok_dir / "tokenizer.json"),
         "mixture": str(mix_dir / "manifest.json"),
         "metrics": str(train_dir / "metrics.jsonl"),
         "hf": str(train_dir / "hf"),
     }
+    if train:
+        from evals.final import evaluate_chain
+
+        result["evaluation"] = evaluate_chain(train_dir, mix_dir, **evals)
+    return result
 
 
 def _env() -> dict[str, str]:
@@ -136,7 +142,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO)}
 
 
-def print_chain(result: dict[str, str]) -> None:
+def print_chain(result: dict[str, Any]) -> None:
     losses = []
     metrics = Path(result["metrics"])
     if metrics.is_file():
@@ -149,3 +155,5 @@ def print_chain(result: dict[str, str]) -> None:
     if losses:
         print(f"training loss: {losses[0]:.3f} -> {losses[-1]:.3f} over the epoch ({result['metrics']})")
     print(f"Hugging Face checkpoint: {result['hf']}")
+    if "evaluation" in result:
+        print(result["evaluation"]["summary"])

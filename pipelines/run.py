@@ -110,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     chain.add_argument("--vocab-size", type=int, default=4096, help="byte-level BPE vocabulary (default: 4096)")
     chain.add_argument("--nproc", type=int, default=2, help="torchrun ranks for training (default: 2)")
     chain.add_argument("--seq-len", type=int, default=256, help="tokens per training window (default: 256)")
+    chain.add_argument("--eval-blimp", type=Path, help="BLiMP JSONL for the final evaluation (default: shared data's)")
     return parser
 
 
@@ -279,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     stats = merge_run_stats(layout.root, list(tasks), tasks)
-    from pipelines.report import write_report
+    from pipelines.report import add_evaluation, write_report
 
     print_summary(layout, stats, write_report(layout.root))
     if args.train:
@@ -287,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             knobs = ChainConfig(vocab_size=args.vocab_size, seq_len=args.seq_len, model=args.model, nproc=args.nproc)
-            print_chain(run_chain(layout.root, knobs, ray=ray_options(args)))
+            print_chain(run_chain(layout.root, knobs, ray=ray_options(args), blimp=args.eval_blimp))
+            print(f"report (with the final evaluation): {add_evaluation(layout.root)}")
         except ExecutorError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow.parquet as pq
 
 from evals.tasks.base import TaskDataError
 
+T = TypeVar("T")
 SUFFIXES = (".txt", ".jsonl", ".jsonl.gz", ".parquet")
 
 
@@ -76,3 +79,10 @@ def read_jsonl(path: str | Path) -> list[dict]:
     if not rows:
         raise TaskDataError(f"{file} is empty")
     return rows
+
+
+def spread(items: Sequence[T], n: int) -> list[T]:
+    """`n` items spread evenly over `items` (the first, then every len/n-th): a subset that keeps the
+    file's variety (BLiMP's 67 paradigms in proportion), unlike its first `n` items."""
+    n = min(n, len(items))
+    return [items[i * len(items) // n] for i in range(n)]

@@ -165,14 +165,30 @@ def build_report_data(run: RunInfo, seed: int = 0) -> dict:
             "removed": sum((p.domains for p in removed), Counter()).most_common(TOP_DOMAINS),
         },
         "samples": _samples(run, profiles),
+        "evaluation": _evaluation(run.root),
     }
+
+
+def _evaluation(root: Path) -> dict | None:
+    """The chain's final evaluation (``evals.final``), if it ran."""
+    path = root / "train" / "eval.json"
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def write_report(run_dir: Path) -> Path:
     """Write ``run_dir/report/`` (index.html, report.json, PNGs); return the index.html path."""
     run = load_run(Path(run_dir))
-    data = build_report_data(run)
-    folder = run.root / "report"
+    return _write(build_report_data(run), run.root / "report")
+
+
+def add_evaluation(run_dir: Path) -> Path:
+    """Put the chain's final evaluation into the written report without reading the documents again."""
+    folder = Path(run_dir) / "report"
+    data = json.loads((folder / "report.json").read_text())
+    return _write({**data, "evaluation": _evaluation(Path(run_dir))}, folder)
+
+
+def _write(data: dict, folder: Path) -> Path:
     images = draw_all(data, folder)
     atomic_write_text(folder / "report.json", json.dumps(data, indent=1, default=str))
     index = folder / "index.html"
