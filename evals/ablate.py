@@ -383,6 +383,7 @@ def write_index(table: dict[str, dict[str, tuple[float, float, int]]], plots: li
 
 
 def ablate(spec: AblationSpec, out: Path) -> dict[str, Any]:
+    out = out.resolve()  # the mixture specs it writes name the tokenizer: relative paths would resolve against them
     out.mkdir(parents=True, exist_ok=True)
     tok = tokenizer_file(spec, out)
     rows = []

@@ -5,7 +5,9 @@ of the run it did not train on and on BLiMP.
 out for its validation loss (`--val-holdout-files`, read back from `train/run_config.json`): curated,
 deduplicated documents of the same dump that no training step read. They are decoded from their
 tokens with the run's tokenizer (a byte-level BPE without normalizer decodes to the exact text; the
-`<|endoftext|>` separator is dropped) and scored as bits per byte (`evals.tasks.bpb`).
+`<|endoftext|>` separator is dropped) and scored as bits per byte (`evals.tasks.bpb`) in windows of
+the training `seq_len` (the tiny preset's context is 512, the chain trains on 256: positions past
+256 were never trained).
 **BLiMP**, when a file is given (`pipelines.run --eval-blimp FILE`) or found at the shared data path
 (`$CC2MODEL_SHARED_DATA/blimp/blimp.jsonl.gz`, default `../shared/data` beside the repository):
 `BLIMP_PAIRS` pairs spread evenly over the file (about 20 per paradigm), to keep the chain quick;
@@ -60,7 +62,8 @@ def held_out_documents(mixture: Path, tokenizer: Path, holdout_files: int) -> li
 
 def evaluate_chain(train_dir: Path, mixture: Path, blimp: Path | None = None) -> dict[str, Any]:
     """Score `train_dir/hf` on the held-out documents (and BLiMP); cached in `train_dir/eval.json`."""
-    holdout = json.loads((train_dir / "run_config.json").read_text())["train_config"]["val_holdout_files"]
+    train_config = json.loads((train_dir / "run_config.json").read_text())["train_config"]
+    holdout = train_config["val_holdout_files"]
     if not holdout:
         raise ValueError(f"{train_dir} trained on every shard file: no held-out documents to evaluate on")
     blimp = blimp or shared_blimp()
@@ -70,7 +73,8 @@ def evaluate_chain(train_dir: Path, mixture: Path, blimp: Path | None = None) ->
         return json.loads(cached.read_text())
     model = load_model(train_dir / "hf")
     documents = held_out_documents(mixture, train_dir / "hf" / "tokenizer.json", holdout)
-    tasks: dict[str, Task] = {"bpb": BitsPerByte(documents)}
+    seq_len = train_config["seq_len"] or ShardReader(mixture, verify=False).manifest.seq_len
+    tasks: dict[str, Task] = {"bpb": BitsPerByte(documents, context=seq_len)}  # the positions it trained
     if blimp is not None:
         tasks["blimp"] = Blimp(spread(read_jsonl(blimp), BLIMP_PAIRS))
     results = {name: evaluate(task, model.encoder, model.scorer()) for name, task in tasks.items()}
