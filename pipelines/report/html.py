@@ -121,11 +121,6 @@ def _header(data: dict) -> str:
     )
 
 
-def _evaluation(data: dict) -> str:
-    summary = (data.get("evaluation") or {}).get("summary", "no trained model was evaluated (--train)")
-    return f'<p id="evaluation">{escape(summary)}</p>'
-
-
 def render(data: dict, images: dict[str, str]) -> str:
     """The whole page for the report data and the plots drawn from it."""
     reader = [[escape(k), _n(v)] for k, v in data["reader"].items()]
@@ -159,7 +154,7 @@ def render(data: dict, images: dict[str, str]) -> str:
         "<h2>Sampled documents</h2>",
         _samples(data),
         "<h2>Model evaluation</h2>",
-        _evaluation(data),
+        f"<p id='evaluation'>{escape((data.get('evaluation') or {}).get('summary', 'no model evaluated'))}</p>",
         "<h2>Tasks</h2>",
         _table(["stage", "tasks completed", "tasks total"], stages, "tasks", {1, 2}),
     ]

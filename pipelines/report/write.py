@@ -169,8 +169,7 @@ def build_report_data(run: RunInfo, seed: int = 0) -> dict:
     }
 
 
-def _evaluation(root: Path) -> dict | None:
-    """The chain's final evaluation (``evals.final``), if it ran."""
+def _evaluation(root: Path) -> dict | None:  # the chain's final evaluation (evals.final), if it ran
     path = root / "train" / "eval.json"
     return json.loads(path.read_text()) if path.is_file() else None
 
