@@ -69,9 +69,7 @@ class RunLayout:
     removed_root = _child("removed")
     minhash = _child("minhash")
     deduped = _child("deduped")
-    stats_dir = _child("stats")
     stats_json = _child("stats.json")
-    report = _child("report")
 
     def removed(self, step: str) -> Path:
         return self.root / "removed" / step

@@ -160,25 +160,20 @@ def run_curate(args: argparse.Namespace, recipe: Recipe, source: ResolvedSource,
 def dedup_indexes(args: argparse.Namespace, recipe: Recipe, run_root: Path) -> tuple[str, ...]:
     """``--dedup-against RUN_DIR ...`` -> their index folders, each checked complete and made with this
     recipe's MinHash parameters (one-line errors, before any work)."""
-    from dedup.index import check_index
+    from dedup.index import earlier_indexes
     from dedup.records import CorruptFileError
 
     if not args.dedup_against:
         return ()
     if args.no_dedup or not recipe.dedup.enabled:
         raise ConfigError("--dedup-against needs the dedup stages (drop --no-dedup, or set dedup.enabled: true)")
-    config = recipe.dedup.config()
-    indexes = []
     for run_dir in args.dedup_against:
         if Path(run_dir).resolve() == run_root.resolve():
             raise ConfigError(f"--dedup-against {run_dir}: that is this run's own directory")
-        index = RunLayout(Path(run_dir).resolve()).minhash / "index"
-        try:
-            check_index(index, config)
-        except CorruptFileError as err:
-            raise ConfigError(f"--dedup-against {run_dir}: {err}") from None
-        indexes.append(str(index))
-    return tuple(indexes)
+    try:
+        return earlier_indexes(args.dedup_against, recipe.dedup.config())
+    except CorruptFileError as err:
+        raise ConfigError(f"--dedup-against {err}") from None
 
 
 def run_dedup(args: argparse.Namespace, recipe: Recipe, layout: RunLayout, against: tuple[str, ...]) -> dict[str, int]:

@@ -7,7 +7,7 @@ path, or None when the run has nothing to plot (no classifier ran, no dedup stag
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -30,14 +30,11 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def _axes(height: float, title: str, xlabel: str, ylabel: str | None = None, width: float = 10) -> tuple[Figure, Axes]:
+def _axes(height: float, title: str, xlabel: str, ylabel: str | None = None) -> tuple[Figure, Axes]:
     """A one-panel figure with its title and axis labels."""
-    fig = Figure(figsize=(width, height))
+    fig = Figure(figsize=(10, height))
     ax = fig.subplots()
-    ax.set_xlabel(xlabel)
-    if ylabel is not None:
-        ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set(title=title, xlabel=xlabel, **({"ylabel": ylabel} if ylabel else {}))
     return fig, ax
 
 
@@ -70,11 +67,8 @@ def _funnel_panel(ax: Axes, labels: list[str], values: list[int | None], title: 
         share = 100 * value / start if start else 0
         ax.text(top / 2, yi, f"{_fmt(value)}  ({share:.1f}%)", **BAR_LABEL, bbox=BAR_LABEL_BOX)
     ax.set_yticks(y, labels)
-    ax.set_xticks([])
-    ax.set_xlim(0, top)
-    ax.set_title(title)
-    for side in ("top", "right", "bottom"):
-        ax.spines[side].set_visible(False)
+    ax.set(xticks=[], xlim=(0, top), title=title)
+    ax.spines[["top", "right", "bottom"]].set_visible(False)
 
 
 def plot_funnel(data: dict, path: Path) -> Path | None:
@@ -107,17 +101,13 @@ def plot_removals(data: dict, path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def _top(counts: dict[str, int], n: int = TOP_N) -> list[tuple[str, int]]:
-    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
-
-
 def plot_languages(data: dict, path: Path) -> Path | None:
     """Detected language of every identified document, kept vs removed (top languages)."""
     kept, removed = data["languages"]["kept"], data["languages"]["removed"]
     total = {k: kept.get(k, 0) + removed.get(k, 0) for k in {*kept, *removed}}
     if not total:
         return None
-    langs = [k for k, _ in _top(total)]
+    langs = sorted(total, key=lambda lang: (-total[lang], lang))[:TOP_N]
     others = sum(total.values()) - sum(total[x] for x in langs)
     title = "language distribution" + (f" (+{others:,} in other languages)" if others else "")
     fig, ax = _axes(0.3 * len(langs) + 1.3, title, "documents")
@@ -174,8 +164,7 @@ def plot_clusters(data: dict, path: Path) -> Path | None:
     fig, ax = _axes(4, title, "cluster size (documents)", "clusters (kept documents)")
     ax.bar([str(s) for s in sizes], counts, color=NEUTRAL)
     if max(counts) > 20 * min(counts):  # singletons usually dwarf the rest
-        ax.set_yscale("log")
-        ax.set_ylim(bottom=0.8)
+        ax.set(yscale="log", ylim=(0.8, None))
     for x, c in zip(range(len(sizes)), counts, strict=True):
         ax.text(x, c, f"{c:,}", ha="center", va="bottom", fontsize=8)
     return _save(fig, path)
@@ -191,27 +180,19 @@ def plot_domains(data: dict, path: Path) -> Path | None:
     for ax, key, color in zip(fig.subplots(1, 2), ("kept", "removed"), (KEPT, REMOVED), strict=True):
         items = domains[key]
         _hbars(ax, [d[:40] for d, _ in items], [n for _, n in items], color, fontsize=8)
-        ax.set_title(f"top domains {key}")
-        ax.set_xlabel("documents")
+        ax.set(title=f"top domains {key}", xlabel="documents")
     return _save(fig, path)
 
 
-PLOTS: dict[str, Callable[[dict, Path], Path | None]] = {
-    "funnel": plot_funnel,
-    "removals": plot_removals,
-    "languages": plot_languages,
-    "lengths": plot_lengths,
-    "quality": plot_quality,
-    "clusters": plot_clusters,
-    "domains": plot_domains,
-}
+PLOTS = (plot_funnel, plot_removals, plot_languages, plot_lengths, plot_quality, plot_clusters, plot_domains)
 
 
 def draw_all(data: dict, folder: Path) -> dict[str, str]:
-    """Every plot the run supports, as ``{name: file name}`` relative to ``folder``."""
+    """Every plot the run supports, as ``{name: file name}`` relative to ``folder`` (``plot_<name>`` draws it)."""
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
-    for name, plot in PLOTS.items():
+    for plot in PLOTS:
+        name = plot.__name__.removeprefix("plot_")
         path = plot(data, folder / f"{name}.png")
         if path is not None:
             out[name] = path.name
