@@ -8,10 +8,8 @@ skipped when its output is already complete, so a rerun resumes (with the same k
 
 The mixture spec asks for ``target_tokens: epoch``: the build counts the tokens while it tokenizes
 the run's kept documents (``deduped/`` when dedup ran, else ``curated/``: ``common.run_dir``), so the
-chain never reads a dump itself. With ``ray`` options (``--executor ray``) the tokenizer is trained as
-one Ray task and the mixture's tokenization and shard writing run as Ray tasks
-(``pipelines/ray_cluster/chain.py``), with the same output as here; the trainer stays a ``torchrun`` on the
-driver's machine.
+chain never reads a dump itself. With ``--executor ray`` the tokenizer and the mixture run as Ray work
+(``pipelines/ray_cluster/chain.py``), with the same output; the trainer stays a ``torchrun`` on the driver.
 """
 
 from __future__ import annotations

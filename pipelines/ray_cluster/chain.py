@@ -1,26 +1,16 @@
-"""The chain's tokenizer and mixture steps on Ray (``--executor ray --train``), as plain Ray tasks: no new logic.
+"""The chain's tokenizer and mixture steps on Ray (``--executor ray --train``): the local functions, as Ray tasks.
 
-- **Tokenizer training is one process by nature** (HF tokenizers' BPE trainer counts and merges in one
-  process, on all its cores): it runs as *one* Ray task that reserves the largest node's CPUs, so it
-  runs on the cluster, next to the data, instead of on the driver's machine.
-- **Mixture building** is ``mixtures.build.build_mixture`` itself, with its tokenization and
-  shard-writing tasks handed to Ray through ``mixtures.pool.task_runner``; the planning between them
-  (copies, shuffle, manifest) stays on the driver, which has every task's result. The one-epoch target
-  needs no counting pass of its own: the tokenization tasks return each part's token count.
+Tokenizer training is one process by nature (HF tokenizers' BPE trainer), so it is *one* task that
+reserves the largest node's CPUs, next to the data. A mixture build is ``mixtures.build.build_mixture``
+itself, its tokenization and shard-writing tasks handed to ``ray_map`` through ``mixtures.pool.task_runner``.
 
-Why plain ``ray.remote`` here and datatrove's ``RayPipelineExecutor`` for curate and dedup: those stages
-are datatrove pipelines (rank, world size, per-task completion files, stats), while a mixture build is
+Why plain ``ray.remote`` and not datatrove's ``RayPipelineExecutor`` (curate, dedup): a mixture build is
 ``[fn(task) for task in tasks]`` whose *return values* (token counts, document lengths, shard sha256s)
-the driver needs to plan the copies and write the manifest, and which is all-or-nothing (its parts live
-in a temporary folder that the next build removes). A Ray task returns its value to the driver and is
-retried by Ray when its worker dies (``max_retries``); every task writes only its own files, each
-atomically or from scratch, so a retry is harmless. Results come back in task order, so the tokenizer,
-the shards and the manifest are byte-identical to a local run's.
-
-The functions run are the stage packages' own (``mixtures.encode.encode_task``,
-``mixtures.writer.write_shard``, ``tokenizer.train.train_tokenizer``): Ray imports them by module name
-on the workers, from the project root that ``connect`` puts on their ``PYTHONPATH``; their inputs and
-outputs are paths in the run directory, which must be on storage every node sees.
+the driver needs to plan the copies and write the manifest. A Ray task returns its value and is retried
+when its worker dies (``max_retries``); every task writes only its own files, atomically or from scratch,
+so a retry is harmless, and results come back in task order, so the tokenizer, shards and manifest are
+byte-identical to a local run's. Workers import the functions by module name from the project root that
+``connect`` puts on their ``PYTHONPATH``; their inputs and outputs are paths on storage every node sees.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The ``ray`` executor: datatrove's ``RayPipelineExecutor`` with the checks a cluster run needs.
-
-Why datatrove's executor and not Ray Data: every stage is already a datatrove pipeline with per-task
-completions and stats, and ``RayPipelineExecutor`` runs exactly those tasks (one Ray actor per task,
-resubmitted when its worker dies), so the output and the resume rule are the local executor's.
-What it lacks, added here:
+"""The ``ray`` executor: datatrove's ``RayPipelineExecutor`` (one Ray task per datatrove task, resubmitted
+when its worker dies: the local executor's output and resume rule) with what a cluster run needs:
 
 - a resource check before any work: datatrove asks ``mem_per_cpu_gb`` (2 GB) of Ray memory per CPU
   and, when no node has that much, waits on its placement group forever, silently. The default
@@ -65,13 +61,8 @@ def connect(address: str | None = None) -> dict[str, Any]:
     if not ray.is_initialized():
         enable_for_this_process()
         env_vars = {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
-        ray.init(
-            address=address or None,
-            ignore_reinit_error=True,
-            runtime_env={"env_vars": env_vars},
-            include_dashboard=False if not address else None,
-            log_to_driver=True,
-        )
+        dashboard = False if not address else None  # a local instance needs none
+        ray.init(address or None, runtime_env={"env_vars": env_vars}, include_dashboard=dashboard, log_to_driver=True)
     return ray.cluster_resources()
 
 
@@ -186,20 +177,17 @@ class StageProgress(Progress):
 
 
 class CheckedRayExecutor(RayPipelineExecutor):
-    """``RayPipelineExecutor`` that checks resources first, reports progress and fails loudly."""
-
-    def __init__(self, *args: Any, stage: str = "stage", **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.stage = stage
+    """``RayPipelineExecutor`` that reports progress and fails loudly; its logging folder is a ``StageFolder``."""
 
     def run(self) -> None:
-        with StageProgress(self.logging_dir, self.stage, self.world_size):
+        stage = self.logging_dir.stage
+        with StageProgress(self.logging_dir, stage, self.world_size):
             super().run()
         missing = self.get_incomplete_ranks(range(self.world_size), skip_completed=True)
         if missing:
             raise RayTasksFailed(
-                f"{self.stage}: {len(missing)}/{self.world_size} Ray tasks did not complete "
-                f"(first: {missing[:5]}); see logs/{self.stage}/ and rerun the same command to resume"
+                f"{stage}: {len(missing)}/{self.world_size} Ray tasks did not complete "
+                f"(first: {missing[:5]}); see logs/{stage}/ and rerun the same command to resume"
             )
 
 
@@ -216,12 +204,6 @@ def ray_executor(
     if not workers_set:
         workers = max(1, int(resources.get("CPU", 1) // cpus))
     return CheckedRayExecutor(
-        pipeline=pipeline,
-        tasks=tasks,
-        workers=max(1, min(workers, tasks)),
-        logging_dir=logging_dir,
-        skip_completed=True,
-        cpus_per_task=cpus,
+        pipeline, tasks, max(1, min(workers, tasks)), logging_dir=logging_dir, cpus_per_task=cpus,
         mem_per_cpu_gb=mem / cpus,
-        stage=logging_dir.stage,
     )

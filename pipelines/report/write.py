@@ -128,16 +128,14 @@ def build_report_data(run: RunInfo, seed: int = 0) -> dict:
     kept = profiles["kept"]
     removed = [profiles[s.key] for s in run.removed]
     before = _passed(run, profiles, _extraction_index(run))
-    steps, reader = _steps(run, profiles), reader_counters(run.stats)
+    steps, reader, stages = _steps(run, profiles), reader_counters(run.stats), run.stats["stages"]
     return {
         "dump": str(run.meta.get("dump") or run.root.name),
         "root": str(run.root),
         "meta": {k: run.meta.get(k) for k in ("source", "command", "started_at", "versions")},
         "recipe": (run.meta.get("config") or {}).get("recipe", {}).get("name"),
         "token_note": TOKEN_NOTE,
-        "stages": {
-            k: {x: v.get(x) for x in ("tasks_completed", "tasks_total")} for k, v in run.stats["stages"].items()
-        },
+        "stages": {k: {x: v.get(x) for x in ("tasks_completed", "tasks_total")} for k, v in stages.items()},
         "reader": reader,
         "steps": steps,
         "funnel": _funnel(steps),
@@ -171,12 +169,10 @@ def write_report(run_dir: Path) -> Path:
     data = build_report_data(run)
     folder = run.root / "report"
     images = draw_all(data, folder)
-    atomic_write_text(folder / "report.json", json.dumps(data, indent=1, default=str))
-    index = folder / "index.html"
-    atomic_write_text(index, render(data, images))
-    for path in (index, folder / "report.json"):
-        path.chmod(0o644)  # atomic writes are private by default; a report is meant to be shared
-    return index
+    for name, text in (("report.json", json.dumps(data, indent=1, default=str)), ("index.html", render(data, images))):
+        atomic_write_text(folder / name, text)
+        (folder / name).chmod(0o644)  # a report is meant to be shared, whatever the umask
+    return folder / "index.html"
 
 
 def summary_table(data: dict) -> str:
