@@ -67,7 +67,6 @@ class RunLayout:
     run_json = _child("run.json")
     curated = _child("curated")
     removed_root = _child("removed")
-    minhash = _child("minhash")
     deduped = _child("deduped")
     stats_json = _child("stats.json")
 

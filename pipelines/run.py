@@ -110,7 +110,6 @@ def prepare_run(
             raise ConfigError(
                 f"{layout.root} holds a run with a different recipe or inputs; use another --out or delete it"
             )
-    layout.root.mkdir(parents=True, exist_ok=True)
     atomic_write_text(layout.root / "inputs.txt", "\n".join(source.paths) + "\n")
     run_info = {
         "config": config,

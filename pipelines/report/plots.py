@@ -94,9 +94,8 @@ def plot_removals(data: dict, path: Path) -> Path | None:
     colors = {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(steps)}
     fig, ax = _axes(0.32 * len(rows) + 1.2, "removals by rule", "documents removed")
     labels = [f"{r['step']}: {r['reason']}" for r in rows]
-    y = _hbars(ax, labels, [r["count"] for r in rows], [colors[r["step"]] for r in rows], fontsize=9)
-    for yi, r in zip(y, rows, strict=True):
-        ax.text(r["count"], yi, f" {r['count']:,}", va="center", fontsize=8)
+    _hbars(ax, labels, [r["count"] for r in rows], [colors[r["step"]] for r in rows], fontsize=9)
+    ax.bar_label(ax.containers[0], [f" {r['count']:,}" for r in rows], fontsize=8)
     ax.margins(x=0.12)
     return _save(fig, path)
 
@@ -124,11 +123,10 @@ def plot_lengths(data: dict, path: Path) -> Path:
     xlabel = f"document length (tokens; {data['token_note']})"
     fig, ax = _axes(4, "document length before and after filtering", xlabel, "documents")
     lefts = np.maximum(edges[:-1], 0.5)  # the 0-token bin is drawn at 0.5 on the log axis
+    bins = np.concatenate([lefts, edges[-1:]])
     for key, label, color in (("before", "after extraction (before filters)", REMOVED), ("after", "kept", KEPT)):
-        counts = np.asarray(data["lengths"][key])
-        before = key == "before"
+        counts, before = np.asarray(data["lengths"][key]), key == "before"
         label = f"{label}: {counts.sum():,} docs"
-        bins = np.concatenate([lefts, edges[-1:]])
         ax.stairs(counts, bins, label=label, color=color, fill=before, alpha=0.35 if before else 1.0, linewidth=2)
     ax.set_xscale("log")
     filled = np.flatnonzero(np.asarray(data["lengths"]["before"]) + np.asarray(data["lengths"]["after"]))
@@ -162,11 +160,10 @@ def plot_clusters(data: dict, path: Path) -> Path | None:
     counts = [clusters["sizes"][str(s)] for s in sizes]
     title = f"dedup cluster sizes: {clusters['duplicates_removed']:,} near-duplicates removed"
     fig, ax = _axes(4, title, "cluster size (documents)", "clusters (kept documents)")
-    ax.bar([str(s) for s in sizes], counts, color=NEUTRAL)
+    bars = ax.bar([str(s) for s in sizes], counts, color=NEUTRAL)
     if max(counts) > 20 * min(counts):  # singletons usually dwarf the rest
         ax.set(yscale="log", ylim=(0.8, None))
-    for x, c in zip(range(len(sizes)), counts, strict=True):
-        ax.text(x, c, f"{c:,}", ha="center", va="bottom", fontsize=8)
+    ax.bar_label(bars, [f"{c:,}" for c in counts], fontsize=8)
     return _save(fig, path)
 
 
