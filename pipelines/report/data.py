@@ -22,13 +22,8 @@ from pipelines.layout import RunLayout
 # stages whose output is documents, in run order; the other dedup_* stages only compute signatures,
 # buckets and clusters (a filter there only pre-filters signature input, it removes nothing)
 STAGE_ORDER = ("curate", "dedup_filter")
-# the reason of a dropped document with no filter_reason (older dedup filters wrote none)
-DEFAULT_REASON: dict[str, str] = {
-    "minhash": "minhash_duplicate",
-    "exact": "exact_duplicate",
-    "url_dedup": "url_duplicate",
-    "cross_dump": "cross_dump_duplicate",
-}
+# the reason of a dropped document with no filter_reason (older dedup filters wrote none), by removed/ folder
+DEFAULT_REASON = {k: f"{k}_duplicate" for k in ("minhash", "exact", "cross_dump")} | {"url_dedup": "url_duplicate"}
 # removed/ folders written by a step of another id: the MinHash filter also drops cross-dump duplicates
 FOLDER_STEP = {"cross_dump": "minhash"}
 
