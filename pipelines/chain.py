@@ -69,7 +69,6 @@ def check_chain_record(run_dir: Path, config: ChainConfig) -> None:
                 "or delete its tokenizer/, mixture/, train/ and chain.json"
             )
     else:
-        run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(record, json.dumps(mine, indent=1))
 
 

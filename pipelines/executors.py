@@ -22,14 +22,8 @@ __all__ = ["EXECUTORS", "ExecutorError", "make_executor"]
 
 
 def local_executor(pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, **_: Any) -> PipelineExecutor:
-    return LocalPipelineExecutor(
-        pipeline=pipeline,
-        tasks=tasks,
-        workers=min(workers, tasks),
-        logging_dir=logging_dir,
-        skip_completed=True,
-        start_method="fork",
-    )
+    workers = min(workers, tasks)
+    return LocalPipelineExecutor(pipeline, tasks, workers, logging_dir, skip_completed=True, start_method="fork")
 
 
 def ray_executor(pipeline: list, **options: Any) -> PipelineExecutor:

@@ -19,9 +19,7 @@ COUNTED = ("total", "forwarded", "dropped")  # the step's own columns in the sum
 
 
 def _total(value: Any) -> float:
-    if isinstance(value, dict):
-        return value.get("total", 0)
-    return value or 0
+    return value.get("total", 0) if isinstance(value, dict) else value or 0
 
 
 def merge_stage(stage_dir: Path) -> PipelineStats | None:

@@ -90,7 +90,8 @@ def ray_map(
             for ref in ready:
                 out[pending.pop(ref)] = result = _get(ref, stage)
                 documents = getattr(result, "documents", 0)  # TokenPart, ShardFile and TrainResult count them
-                progress.add(documents if isinstance(documents, int) else 0)
+                progress.done += 1
+                progress.docs += documents if isinstance(documents, int) else 0
             progress.tick()
     finally:
         for ref in pending:

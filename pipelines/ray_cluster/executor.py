@@ -116,10 +116,6 @@ class Progress:
         self.stage, self.total, self.done, self.docs = stage, total, 0, 0
         self.start = self.last = time.time()
 
-    def add(self, documents: int) -> None:
-        self.done += 1
-        self.docs += documents
-
     def report(self) -> None:
         rate = f"{self.docs / max(time.time() - self.start, 1e-9):.1f}"
         print(f"[ray] {self.stage}: {self.done}/{self.total} tasks, {self.docs} documents, {rate} docs/s", flush=True)

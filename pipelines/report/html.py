@@ -49,11 +49,8 @@ def _steps_table(data: dict) -> str:
         rows.append([escape(s["stage"]), escape(s["step"]), *counts, share, _n(s["tokens_kept"]), reasons, check])
     head = ["stage", "step", "in", "kept", "dropped", "kept %", "tokens kept", "dropped by reason", "rows on disk"]
     table = _table(head, rows, "steps", {2, 3, 4, 5, 6})
-    off = [
-        f"{escape(s['step'])} ({_n(s['removed_rows'])} rows vs {_n(s['dropped'])} dropped)"
-        for s in data["steps"]
-        if not s["consistent"]
-    ]
+    bad = [s for s in data["steps"] if not s["consistent"]]
+    off = [f"{escape(s['step'])} ({_n(s['removed_rows'])} rows vs {_n(s['dropped'])} dropped)" for s in bad]
     if off:  # an exclusion writer that lost rows, or files of an unfinished task: the counts above still hold
         table += f'<p class="bad">removed/ files disagree with stats.json for: {", ".join(off)}</p>'
     return table
