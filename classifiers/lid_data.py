@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from common.jsonl import iter_jsonl
 
 # lingua (ISO 639-1 as in its file names) -> ft176 label, where the two differ
 LINGUA_TO_FT176 = {"nb": "no"}
@@ -20,16 +20,11 @@ def load_labelled(path: str | Path) -> list[tuple[str, str]]:
         path = path / SENTENCES_FILE
     if not path.is_file():
         raise FileNotFoundError(f"labelled sentences not found: {path}")
-    opener = gzip.open if path.suffix == ".gz" else open
     items = []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            if not isinstance(row.get("text"), str) or not isinstance(row.get("lang"), str):
-                raise ValueError(f"{path}:{n}: expected text and lang fields")
-            items.append((row["text"], row["lang"]))
+    for n, row in iter_jsonl(path):
+        if not isinstance(row, dict) or not isinstance(row.get("text"), str) or not isinstance(row.get("lang"), str):
+            raise ValueError(f"{path}:{n}: expected text and lang fields")
+        items.append((row["text"], row["lang"]))
     return items
 
 

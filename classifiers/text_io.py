@@ -7,11 +7,11 @@ column keeps related documents (sections of one article) on the same side of the
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from common.jsonl import iter_jsonl
 
 SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json", ".txt")
 
@@ -46,19 +46,11 @@ def _parquet(path: Path, field: str) -> Iterator[TextDoc]:
 
 
 def _jsonl(path: Path, field: str) -> Iterator[TextDoc]:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{n}: not JSON ({err.msg})") from None
-            text = row.get(field) if isinstance(row, dict) else None
-            if isinstance(text, str) and text.strip():
-                group = row.get("group")
-                yield TextDoc(text, str(group) if group is not None else f"{path}#{n}")
+    for n, row in iter_jsonl(path):
+        text = row.get(field) if isinstance(row, dict) else None
+        if isinstance(text, str) and text.strip():
+            group = row.get("group")
+            yield TextDoc(text, str(group) if group is not None else f"{path}#{n}")
 
 
 def _txt(path: Path) -> Iterator[TextDoc]:

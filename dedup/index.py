@@ -19,6 +19,7 @@ exactly as two documents sharing a band are inside a dump (no Jaccard check, as 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -143,6 +144,20 @@ def check_index(index_folder: str | Path, config: DedupConfig) -> dict:
         open_records(folder, index_path(band), INDEX_KIND, fp, KEY, rank=band, world_size=config.num_buckets)
     with folder.open(INDEX_META, "rt") as f:
         return json.load(f)
+
+
+def earlier_indexes(run_dirs: Iterable[str | Path], config: DedupConfig) -> tuple[str, ...]:
+    """Earlier dumps' run directories -> their index folders (``RUN/minhash/index``), each checked with
+    ``check_index``; a bad one is a ``CorruptFileError`` naming its run directory."""
+    indexes = []
+    for run_dir in run_dirs:
+        index = Path(run_dir).resolve() / "minhash" / "index"
+        try:
+            check_index(index, config)
+        except CorruptFileError as err:
+            raise CorruptFileError(f"{run_dir}: {err}") from None
+        indexes.append(str(index))
+    return tuple(indexes)
 
 
 class CrossDumpMatches(PipelineStep):

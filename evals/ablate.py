@@ -19,11 +19,13 @@ SPEC (YAML; relative paths resolve against the spec's folder):
     train: {micro_batch: 8, grad_accum: 1, lr: 0.003, nproc: 1, extra: ["--no-bf16"]}
     tasks: {bpb: ../shared/data/wikitext2_articles/articles_valid.jsonl,
             blimp: ../shared/data/blimp/blimp.jsonl.gz}
-    limit: 5000                     # items per task at each evaluation (optional)
+    limit: {bpb: 12, blimp: 1340}   # optional: items per task, spread over its JSONL file (or one number for all)
 
 Every stage is the project's own CLI in a subprocess (`tokenizer.train`, `mixtures.build`,
-`torchrun trainer/fsdp_train.py`, `evals.run`), each step skipped when its output exists, so the
-same command resumes (a killed training resumes from its last checkpoint). Writes
+`torchrun trainer/fsdp_train.py`), each step skipped when its output exists, so the same command
+resumes (a killed training resumes from its last checkpoint). The trainer evaluates the tasks itself,
+on its sharded model, `eval_points` times per run (`--eval-every`, `--eval-task`: trainer/eval_tasks.py),
+into the run's metrics.jsonl, which the ablation reads. Writes
 `DIR/ablation.json` (`{"runs": [{"dataset", "seed", "step", "tokens", "metrics"}]}`, one row per
 evaluated checkpoint), `DIR/plots/<metric>.png` (each metric against tokens, one line per dataset:
 the seed mean, the seed range as a band) and `DIR/index.html` (the final table and the plots).
@@ -47,7 +49,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from common.atomic import atomic_write_text
 from evals.run import write_json_atomic
+from evals.tasks import headline
+from evals.tasks.texts import read_jsonl, spread
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -76,7 +81,7 @@ class AblationSpec:
     seeds: list[int] = field(default_factory=lambda: [0])
     eval_points: int = 4
     train: dict[str, Any] = field(default_factory=dict)
-    limit: int | None = None
+    limit: int | dict[str, int] | None = None
 
 
 def load_spec(path: Path) -> AblationSpec:
@@ -229,14 +234,34 @@ def epoch_steps(spec: AblationSpec, mix: Path) -> tuple[int, int]:
     return plan.steps, plan.tokens_per_step
 
 
+def task_files(spec: AblationSpec, out: Path) -> dict[str, str]:
+    """The task files the runs evaluate on: with `limit`, `limit` rows spread evenly over each JSONL file
+    (every k-th: all of BLiMP's paradigms, not the first one's pairs), written once under DIR/tasks/."""
+    files = {}
+    for name, path in spec.tasks.items():
+        n = spec.limit.get(name) if isinstance(spec.limit, dict) else spec.limit
+        if not n:
+            files[name] = path
+            continue
+        if not path.endswith((".jsonl", ".jsonl.gz")):
+            raise SpecError(f"limit: task {name} must be a .jsonl(.gz) file to take a spread subset, got {path}")
+        dest = out / "tasks" / f"{name}.jsonl"
+        if not dest.is_file():
+            rows = spread(read_jsonl(path), n)
+            atomic_write_text(dest, "".join(json.dumps(r) + "\n" for r in rows))
+        files[name] = str(dest)
+    return files
+
+
 def train_run(spec: AblationSpec, d: Dataset, seed: int, mix: Path, tok: Path, out: Path) -> Path:
+    """One training run, evaluated on the tasks by the trainer itself (`--eval-every`, `--eval-task`)."""
     run = out / "runs" / d.name / f"seed_{seed}"
     if (run / "hf" / "config.json").is_file():
         return run
     steps, _ = epoch_steps(spec, mix)
     if steps < 1:
         raise SpecError(f"dataset {d.name}: {spec.tokens} tokens do not fill one global batch")
-    every = -(-steps // spec.eval_points)  # ceil: at most eval_points checkpoints, the last at the end
+    every = -(-steps // spec.eval_points)  # ceil: at most eval_points evaluations, the last at the end
     t = spec.train
     args = [
         sys.executable,
@@ -255,51 +280,35 @@ def train_run(spec: AblationSpec, d: Dataset, seed: int, mix: Path, tok: Path, o
         str(run),
         "--seed",
         str(seed),
+        "--eval-every",
+        str(every),
         "--checkpoint-every",
         str(every),
-        "--keep-checkpoints",
-        str(spec.eval_points + 2),
         "--micro-batch",
         str(t.get("micro_batch", 8)),
         "--grad-accum",
         str(t.get("grad_accum", 1)),
         "--lr",
         str(t.get("lr", 3e-3)),
+        *[f"--eval-task={name}={path}" for name, path in task_files(spec, out).items()],
         *map(str, t.get("extra", [])),
     ]
     if (run / "checkpoints").is_dir() and any((run / "checkpoints").glob("step_*")):
         args.append("--resume")
-    print(f"[ablate] train {d.name} seed {seed}: {steps} steps, a checkpoint every {every}")
+    print(f"[ablate] train {d.name} seed {seed}: {steps} steps, evaluated every {every}")
     run_step(args, out / "logs" / f"train_{d.name}_seed{seed}.log")
     return run
 
 
-def evaluate_run(spec: AblationSpec, run: Path, out: Path) -> list[tuple[int, dict[str, Any]]]:
-    """`evals.run` on every checkpoint of the run (skipping those already evaluated)."""
-    results = []
-    for ckpt in sorted((run / "checkpoints").glob("step_*")):
-        step = int(ckpt.name.split("_")[1])
-        dest = run / "evals" / f"{ckpt.name}.json"
-        if not dest.is_file():
-            args = [sys.executable, "-m", "evals.run", str(ckpt), "--out", str(dest), "--no-progress"]
-            args += [f"--task={k}={v}" for k, v in spec.tasks.items()]
-            args += ["--limit", str(spec.limit)] if spec.limit else []
-            run_step(args, out / "logs" / f"eval_{run.parent.name}_{run.name}_{ckpt.name}.log")
-        results.append((step, json.loads(dest.read_text())["tasks"]))
-    return results
-
-
-def flat_metrics(tasks: dict[str, Any]) -> dict[str, float]:
-    """One number per task: bpb's bits per byte, BLiMP's accuracy, mc's acc and acc_norm."""
-    out = {}
-    for name, r in tasks.items():
-        if name == "bpb":
-            out["bpb"] = r["bits_per_byte"]
-        elif name == "blimp":
-            out["blimp"] = r["accuracy"]
-        elif name == "mc":
-            out["mc_acc"], out["mc_acc_norm"] = r["acc"], r["acc_norm"]
-    return out
+def run_evaluations(run: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(step, task metrics) of every in-training evaluation in the run's metrics.jsonl; a resumed run
+    logs the steps after its checkpoint again, and the last record of a step wins."""
+    by_step: dict[int, dict[str, Any]] = {}
+    for line in (run / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line) if line.strip() else {}
+        if "tasks" in record:
+            by_step[int(record["step"])] = record["tasks"]
+    return sorted(by_step.items())
 
 
 def final_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, tuple[float, float, int]]]:
@@ -374,6 +383,7 @@ def write_index(table: dict[str, dict[str, tuple[float, float, int]]], plots: li
 
 
 def ablate(spec: AblationSpec, out: Path) -> dict[str, Any]:
+    out = out.resolve()  # the mixture specs it writes name the tokenizer: relative paths would resolve against them
     out.mkdir(parents=True, exist_ok=True)
     tok = tokenizer_file(spec, out)
     rows = []
@@ -386,14 +396,14 @@ def ablate(spec: AblationSpec, out: Path) -> dict[str, Any]:
         _, per_step = epoch_steps(spec, mix)
         for seed in spec.seeds:
             run = train_run(spec, d, seed, mix, tok, out)
-            for step, tasks in evaluate_run(spec, run, out):
+            for step, tasks in run_evaluations(run):
                 rows.append(
                     {
                         "dataset": d.name,
                         "seed": seed,
                         "step": step,
                         "tokens": step * per_step,
-                        "metrics": flat_metrics(tasks),
+                        "metrics": headline(tasks),
                     }
                 )
     report = {"runs": rows}

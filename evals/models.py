@@ -17,10 +17,8 @@ import torch
 from tokenizers import Tokenizer
 
 from evals.scoring import Forward, make_scorer
-from evals.tasks.base import Encoder, ScoreFn
+from evals.tasks.base import Encoder, ScoreFn, prefix_token
 from trainer.config import ModelConfig
-
-EOT = "<|endoftext|>"
 
 
 class ModelLoadError(ValueError):
@@ -119,26 +117,6 @@ def _rope(cfg: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
     from trainer.model import rope_cos_sin
 
     return rope_cos_sin(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta)
-
-
-def prefix_token(tokenizer: Tokenizer, folder: Path, bos_id: int | None, eos_id: int | None) -> int:
-    """The token before a scored text, by lm-eval's rule: the tokenizer's BOS, else its EOS.
-
-    BOS/EOS come from tokenizer_config.json when the tokenizer room wrote one, else from the model
-    config's ids, else `<|endoftext|>`.
-    """
-    side = folder / "tokenizer_config.json"
-    named = json.loads(side.read_text()) if side.is_file() else {}
-    for key, fallback in (("bos_token", bos_id), ("eos_token", eos_id)):
-        token = named.get(key)
-        token = token.get("content") if isinstance(token, dict) else token
-        if isinstance(token, str) and tokenizer.token_to_id(token) is not None:
-            return tokenizer.token_to_id(token)
-        if fallback is not None:
-            return int(fallback)
-    if tokenizer.token_to_id(EOT) is not None:
-        return tokenizer.token_to_id(EOT)
-    raise ModelLoadError(f"{folder}: no BOS or EOS token to start a text with")
 
 
 def pick_device(device: str) -> torch.device:

@@ -17,11 +17,12 @@ file name and keys, and a file this module cannot read is a one-line ``EvalSetEr
 from __future__ import annotations
 
 import gzip
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from common.jsonl import iter_jsonl
 
 QUERY_KEYS = ("query", "prompt", "context", "question", "input")
 LABEL_KEYS = ("gold", "answer", "target", "label", "continuation", "text")
@@ -71,28 +72,19 @@ def load_eval_set(path: str | Path, name: str | None = None) -> EvalSet:
     return EvalSet(name or eval_set_name(path), tuple(items))
 
 
-def _open_text(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else path.open(encoding="utf-8")
-
-
 def _text_lines(path: Path) -> Iterator[str]:
+    opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        with _open_text(path) as f:
+        with opener(path, "rt", encoding="utf-8") as f:
             yield from f
     except (OSError, UnicodeDecodeError) as err:
         raise EvalSetError(f"{path}: unreadable ({err})") from None
 
 
 def _jsonl_rows(path: Path) -> Iterator[dict]:
-    for i, line in enumerate(_text_lines(path), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise EvalSetError(f"{path}:{i}: not JSON ({err.msg})") from None
+    for n, row in iter_jsonl(path, EvalSetError):
         if not isinstance(row, dict):
-            raise EvalSetError(f"{path}:{i}: expected a JSON object per line")
+            raise EvalSetError(f"{path}:{n}: expected a JSON object per line")
         yield row
 
 

@@ -7,7 +7,7 @@ pickling. Past a few dozen cores the GIL-bound part (ids -> numpy, ~30 ns a toke
 tokenizers threads cannot hand a child a held lock), each with cores / workers Rust threads. Like any
 multiprocessing caller, a script using processes needs the `if __name__ == "__main__":` guard.
 
-`task_runner(runner)` hands every `run_tasks` call in its scope to another engine (`pipelines.ray_cluster.tasks`
+`task_runner(runner)` hands every `run_tasks` call in its scope to another engine (`pipelines.ray_cluster.chain`
 runs them as Ray tasks): a context variable rather than a parameter, so the build's functions keep their
 signatures and this package never imports the executor that uses it.
 """

@@ -1,4 +1,4 @@
-"""The rest of the chain after curation, for one run directory: tokenizer -> mixture -> training.
+"""The rest of the chain after curation, for one run directory: tokenizer -> mixture -> training -> evaluation.
 
 ``python -m pipelines.run sample --train`` (what ``quickstart.sh`` runs) ends here: a byte-level BPE
 trained on the deduplicated documents, a one-epoch mixture of all their tokens, and one epoch of the
@@ -8,15 +8,14 @@ skipped when its output is already complete, so a rerun resumes (with the same k
 
 The mixture spec asks for ``target_tokens: epoch``: the build counts the tokens while it tokenizes
 the run's kept documents (``deduped/`` when dedup ran, else ``curated/``: ``common.run_dir``), so the
-chain never reads a dump itself. With ``ray`` options (``--executor ray``) the tokenizer is trained as
-one Ray task and the mixture's tokenization and shard writing run as Ray tasks
-(``pipelines/ray_cluster/chain.py``), with the same output as here; the trainer stays a ``torchrun`` on the
-driver's machine.
+chain never reads a dump itself. With ``--executor ray`` the tokenizer and the mixture run as Ray work
+(``pipelines/ray_cluster/chain.py``), with the same output; the trainer stays a ``torchrun`` on the driver.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -29,7 +28,7 @@ from mixtures.spec import EPOCH
 from pipelines.errors import ExecutorError
 
 if TYPE_CHECKING:
-    from pipelines.ray_cluster.chain import RayOptions
+    from pipelines.ray_cluster.executor import RayOptions
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -79,7 +78,6 @@ def check_chain_record(run_dir: Path, config: ChainConfig) -> None:
                 "or delete its tokenizer/, mixture/, train/ and chain.json"
             )
     else:
-        run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(record, json.dumps(mine, indent=1))
 
 
@@ -96,30 +94,27 @@ def mixture_spec(run_dir: Path, tok_dir: Path, config: ChainConfig) -> dict[str,
 
 
 def run_chain(
-    run_dir: Path, config: ChainConfig | None = None, ray: RayOptions | None = None, train: bool = True
-) -> dict[str, str]:
-    """Tokenizer, mixture and (unless ``train=False``) training for ``run_dir``; on Ray when ``ray`` is given."""
-    from mixtures.build import build_mixture
-    from tokenizer.train import train_tokenizer
-
+    run_dir: Path, config: ChainConfig | None = None, ray: RayOptions | None = None, train: bool = True, **evals: Any
+) -> dict[str, Any]:
+    """Tokenizer, mixture and (unless ``train=False``) training for ``run_dir``, on Ray when ``ray`` is given, and
+    the trained model's final evaluation (``evals.final``; ``evals``: its ``blimp=`` file)."""
     config = config or ChainConfig()
     check_chain_record(run_dir, config)
-    on_ray = None
-    if ray is not None:
+    if ray is None:
+        from mixtures.build import build_mixture
+        from tokenizer.train import train_tokenizer
+    else:  # the same functions, run as Ray work
         from pipelines.ray_cluster.chain import RayChain
 
-        on_ray = RayChain(ray)
+        chain = RayChain(ray)
+        train_tokenizer, build_mixture = chain.train_tokenizer, chain.build_mixture
     tok_dir, mix_dir, train_dir = run_dir / "tokenizer", run_dir / "mixture", run_dir / "train"
     if not (tok_dir / "tokenizer.json").is_file():
         print(f"\n== tokenizer: byte-level BPE, vocab {config.vocab_size} -> {tok_dir}", flush=True)
-        if on_ray:
-            on_ray.train_tokenizer([str(run_dir)], tok_dir, vocab_size=config.vocab_size)
-        else:
-            train_tokenizer([str(run_dir)], tok_dir, vocab_size=config.vocab_size)
+        train_tokenizer([str(run_dir)], tok_dir, vocab_size=config.vocab_size)
     if not (mix_dir / "manifest.json").is_file():
         print(f"\n== mixture: one epoch of {run_dir.name}'s documents -> {mix_dir}", flush=True)
-        spec = mixture_spec(run_dir, tok_dir, config)
-        manifest = on_ray.build_mixture(spec, mix_dir) if on_ray else build_mixture(spec, mix_dir, overwrite=True)
+        manifest = build_mixture(mixture_spec(run_dir, tok_dir, config), mix_dir, overwrite=True)
         print(f"mixture: {manifest.total_tokens} tokens of {manifest.sources[run_dir.name].documents} documents")
     if train and not (train_dir / "hf" / "config.json").is_file():
         print(f"\n== train: {config.model} model, one epoch, torchrun x{config.nproc} -> {train_dir}", flush=True)
@@ -130,33 +125,30 @@ def run_chain(
             "--out", str(train_dir), "--micro-batch", str(config.micro_batch), "--lr", str(config.lr),
             "--val-holdout-files", "1", "--eval-every", "5", "--log-every", "5",
         ]  # fmt: skip
-        env = {**_env(), "OMP_NUM_THREADS": "1"}
+        env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
         # the launcher dies with this process, and its ranks with it (trainer/fsdp_train.py)
         subprocess.run(command, check=True, cwd=REPO, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509
-    return {
+    result: dict[str, Any] = {
         "tokenizer": str(tok_dir / "tokenizer.json"),
         "mixture": str(mix_dir / "manifest.json"),
         "metrics": str(train_dir / "metrics.jsonl"),
         "hf": str(train_dir / "hf"),
     }
+    if train:
+        from evals.final import evaluate_chain
+
+        result["evaluation"] = evaluate_chain(train_dir, mix_dir, **evals)
+    return result
 
 
-def _env() -> dict[str, str]:
-    import os
-
-    return {**os.environ, "PYTHONPATH": str(REPO)}
-
-
-def print_chain(result: dict[str, str]) -> None:
-    losses = []
+def print_chain(result: dict[str, Any]) -> None:
     metrics = Path(result["metrics"])
-    if metrics.is_file():
-        for line in metrics.read_text().splitlines():
-            row = json.loads(line)
-            if "loss" in row:
-                losses.append(row["loss"])
+    rows = map(json.loads, metrics.read_text().splitlines()) if metrics.is_file() else []
+    losses = [row["loss"] for row in rows if "loss" in row]
     print(f"tokenizer: {result['tokenizer']}")
     print(f"token mixture: {result['mixture']}")
     if losses:
         print(f"training loss: {losses[0]:.3f} -> {losses[-1]:.3f} over the epoch ({result['metrics']})")
     print(f"Hugging Face checkpoint: {result['hf']}")
+    if "evaluation" in result:
+        print(result["evaluation"]["summary"])

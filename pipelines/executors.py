@@ -3,8 +3,8 @@
 ``local`` is datatrove's ``LocalPipelineExecutor`` (a process pool, one task per WARC shard).
 An executor factory takes the pipeline, the task count, the worker count and the stage's logging
 folder. ``ray`` (``pipelines/ray_cluster/executor.py``) is datatrove's ``RayPipelineExecutor`` on a Ray
-cluster, sized to it; its options (``ray_address``, ``cpus_per_task``, ``mem_per_task_gb``) come
-through ``**options``, which the local executor ignores.
+cluster, sized to it; its options (``ray``: a ``RayOptions``, ``workers_set``) come through
+``**options``, which the local executor ignores.
 """
 
 from __future__ import annotations
@@ -20,30 +20,20 @@ from pipelines.layout import StageFolder
 
 __all__ = ["EXECUTORS", "ExecutorError", "make_executor"]
 
-ExecutorFactory = Callable[..., PipelineExecutor]
-
 
 def local_executor(pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, **_: Any) -> PipelineExecutor:
-    return LocalPipelineExecutor(
-        pipeline=pipeline,
-        tasks=tasks,
-        workers=min(workers, tasks),
-        logging_dir=logging_dir,
-        skip_completed=True,
-        start_method="fork",
-    )
+    workers = min(workers, tasks)
+    return LocalPipelineExecutor(pipeline, tasks, workers, logging_dir, skip_completed=True, start_method="fork")
 
 
-def ray_executor(
-    pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, **options: Any
-) -> PipelineExecutor:
+def ray_executor(pipeline: list, **options: Any) -> PipelineExecutor:
     """Imported on use: ``ray`` is needed only by runs that ask for it."""
     from pipelines.ray_cluster.executor import ray_executor as make_ray
 
-    return make_ray(pipeline, tasks, workers, logging_dir, **options)
+    return make_ray(pipeline, **options)
 
 
-EXECUTORS: dict[str, ExecutorFactory] = {"local": local_executor, "ray": ray_executor}
+EXECUTORS: dict[str, Callable[..., PipelineExecutor]] = {"local": local_executor, "ray": ray_executor}
 
 
 def make_executor(

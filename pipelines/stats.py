@@ -19,19 +19,13 @@ COUNTED = ("total", "forwarded", "dropped")  # the step's own columns in the sum
 
 
 def _total(value: Any) -> float:
-    if isinstance(value, dict):
-        return value.get("total", 0)
-    return value or 0
+    return value.get("total", 0) if isinstance(value, dict) else value or 0
 
 
 def merge_stage(stage_dir: Path) -> PipelineStats | None:
     """Sum all task stats files of one stage (None when the stage has none yet)."""
-    files = sorted(stage_dir.glob("*.json"))
-    merged: PipelineStats | None = None
-    for file in files:
-        stats = PipelineStats.from_json(json.loads(file.read_text()))
-        merged = stats if merged is None else merged + stats
-    return merged
+    stats = [PipelineStats.from_json(json.loads(f.read_text())) for f in sorted(stage_dir.glob("*.json"))]
+    return sum(stats[1:], stats[0]) if stats else None
 
 
 def step_id(name: str) -> str:
@@ -63,9 +57,7 @@ def merge_run_stats(root: Path, stages: list[str], tasks: dict[str, int] | None 
     out: dict[str, Any] = {"stages": {}}
     for stage in stages:
         merged = merge_stage(root / "stats" / stage)
-        completions = root / "completions" / stage
-        done = len(list(completions.glob("*"))) if completions.exists() else 0
-        entry: dict[str, Any] = {"tasks_completed": done}
+        entry: dict[str, Any] = {"tasks_completed": len(list((root / "completions" / stage).glob("*")))}
         if tasks and stage in tasks:
             entry["tasks_total"] = tasks[stage]
         entry["steps"] = [summarize_step(s.to_dict()) for s in merged.stats] if merged else []

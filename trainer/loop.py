@@ -20,6 +20,7 @@ from tqdm import tqdm
 from trainer.checkpoint import TRAINER_STATE, Checkpointer
 from trainer.distributed import DistInfo, init_distributed, shutdown
 from trainer.engine import TrainEngine
+from trainer.eval_tasks import TaskEvaluator, eval_record
 from trainer.export_hf import export_live
 from trainer.init_from import init_from, mixture_record
 from trainer.mesh import ParallelDims
@@ -113,6 +114,15 @@ def _spike_guard(cfg: TrainConfig) -> SpikeGuard | None:
     return SpikeGuard(SpikeConfig(True, cfg.spike_window, cfg.spike_sigma, cfg.spike_rollback_after))
 
 
+def _task_evaluator(cfg: TrainConfig, info: DistInfo, data: PreparedData) -> TaskEvaluator | None:
+    """The --eval-task tasks, loaded before step 1 (a bad file is a one-line error, not a late crash)."""
+    if not cfg.eval_task:
+        return None
+    ids = (data.bos_id, data.eos_id)
+    limit, batch = cfg.eval_limit, cfg.eval_batch_size
+    return TaskEvaluator.build(cfg.eval_task, info, data.tokenizer_file, ids, data.model_cfg.max_seq_len, limit, batch)
+
+
 def _saved_state(checkpoint: Path) -> dict[str, Any]:
     return json.loads((checkpoint / TRAINER_STATE).read_text())
 
@@ -140,6 +150,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
     meta = _run_meta(cfg, data)
     guard = _spike_guard(cfg)
     loss_scales = injected_loss_scales()
+    evaluator = _task_evaluator(cfg, info, data)
 
     def save(step: int) -> None:
         saved = {**meta, "spike_guard": guard.state_dict()} if guard is not None else meta
@@ -171,10 +182,18 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
     throughput = Throughput(data.model_cfg, plan, cfg.gpu, info, loader.step)
     losses: list[tuple[int, float]] = []
     val_losses: list[tuple[int, float]] = []
+    evaluated: list[int] = []
+    evaluates = bool(data.val) or evaluator is not None
 
     def evaluate(step: int) -> None:
-        val_losses.append((step, engine.evaluate(data.val)))
-        metrics.log({"step": step, "val_loss": val_losses[-1][1]})
+        record: dict[str, Any] = {"step": step}
+        if data.val:
+            val_losses.append((step, engine.evaluate(data.val)))
+            record["val_loss"] = val_losses[-1][1]
+        if evaluator is not None:
+            record.update(eval_record(evaluator.run(engine.model, data.model_cfg.vocab_size)))
+        metrics.log(record)
+        evaluated.append(step)
 
     last_saved = loader.step if latest is not None else -1
     stop = cfg.max_steps if cfg.max_steps is not None else plan.steps
@@ -217,7 +236,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
             losses.append((step, float(result.loss)))
             record = {"step": step, "loss": losses[-1][1], "grad_norm": float(result.grad_norm), "lr": result.lr}
             metrics.log({**record, **throughput.measure(step)})
-        if data.val and cfg.eval_every and step % cfg.eval_every == 0:
+        if evaluates and cfg.eval_every and step % cfg.eval_every == 0:
             evaluate(step)
         if cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
             save(step)
@@ -228,7 +247,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
 
     step = loader.step
     profiler.close(step)
-    if data.val and (not val_losses or val_losses[-1][0] != step):
+    if evaluates and (not evaluated or evaluated[-1] != step):
         evaluate(step)
     if last_saved != step:
         save(step)

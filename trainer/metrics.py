@@ -148,7 +148,7 @@ class MetricsLogger:
         if self.file is not None:
             self.file.write(json.dumps(record) + "\n")
             self.file.flush()
-        shown = " ".join(f"{k}={_fmt(v)}" for k, v in record.items())
+        shown = " ".join(f"{k}={_fmt(v)}" for k, v in record.items() if not isinstance(v, dict))  # details: file only
         print(shown, file=self.stream, flush=True)
 
     def close(self) -> None:

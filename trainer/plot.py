@@ -1,7 +1,8 @@
 """``python -m trainer.plot LOG.jsonl``: loss, validation loss and LR curves of a training run, to PNG.
 
 The trainer's ``metrics.jsonl`` has one record per logged step (``loss``, ``lr``, ``grad_norm``,
-``tokens_per_s``, ...) and separate ``val_loss`` records. It is opened in append mode, so a resumed
+``tokens_per_s``, ...) and separate evaluation records (``val_loss``; with ``--eval-task`` also
+``bpb``, ``blimp``, ``mc_acc``, ``mc_acc_norm``, drawn on two more panels). It is opened in append mode, so a resumed
 run logs the steps after its checkpoint again: the last record of a step wins. Lines that are not
 JSON (a run killed mid-write) and keys a record lacks are skipped, not fatal. Panels for grad norm
 and throughput are drawn when the log has them.
@@ -25,8 +26,11 @@ PANELS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
     ("learning rate", ("lr",), False),
     ("grad norm", ("grad_norm",), True),
     ("throughput (tokens/s)", ("tokens_per_s",), False),
+    ("bits per byte (--eval-task bpb)", ("bpb",), False),
+    ("accuracy (--eval-task blimp, mc)", ("blimp", "mc_acc", "mc_acc_norm"), False),
 )
-LABELS = {"loss": "train loss", "val_loss": "validation loss"}
+LABELS = {"loss": "train loss", "val_loss": "validation loss", "blimp": "BLiMP", "mc_acc": "mc acc"}
+POINTS = {"val_loss", "bpb", "blimp", "mc_acc", "mc_acc_norm"}  # evaluated now and then: drawn with markers
 
 
 def load_log(path: Path) -> tuple[Series, int]:
@@ -54,7 +58,7 @@ def plot_series(series: Series, out: Path, title: str = "") -> Path:
     """Draw the panels the series supports into one PNG."""
     panels = [p for p in PANELS if any(series.get(k) for k in p[1])]
     if not panels:
-        raise ValueError("the log has no loss, val_loss, lr, grad_norm or tokens_per_s values")
+        raise ValueError("the log has no loss, val_loss, lr, grad_norm, tokens_per_s or evaluation values")
     fig = Figure(figsize=(10, 2.8 * len(panels)))
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
@@ -64,7 +68,7 @@ def plot_series(series: Series, out: Path, title: str = "") -> Path:
             if not points:
                 continue
             steps, vals = zip(*points, strict=True)
-            style = {"marker": "o", "markersize": 4} if key == "val_loss" or len(points) == 1 else {}
+            style = {"marker": "o", "markersize": 4} if key in POINTS or len(points) == 1 else {}
             ax.plot(steps, vals, label=LABELS.get(key, key), **style)
         if log_y and all(v > 0 for k in keys for _, v in series.get(k) or []):
             ax.set_yscale("log")

@@ -53,6 +53,9 @@ class TrainConfig:
     compile: bool = False
     log_every: int = 10
     eval_every: int = 0
+    eval_task: list[str] = field(default_factory=list)  # NAME=PATH as `evals.run --task` (trainer.eval_tasks)
+    eval_limit: int | None = None
+    eval_batch_size: int = 16
     val_shards: Path | None = None
     val_holdout_files: int = 0
     val_batches: int = 8
@@ -126,6 +129,11 @@ HELP: dict[str, str] = {
     "profile_steps": "A:B: torch.profiler Chrome trace of optimizer steps A..B (1-based), one per rank, "
     "with shapes and memory, in OUT/profile/",
     "oom_snapshot": "CUDA: record allocator history; dump OUT/profile/oom_rankR.pickle when a step runs out of memory",
+    "eval_every": "every N steps: the validation loss (with a held-out set) and the --eval-task tasks",
+    "eval_task": "NAME=PATH, repeatable: bpb, blimp or mc on its file (as python -m evals.run --task), on the "
+    "sharded model every --eval-every steps and at the end; figures into metrics.jsonl",
+    "eval_limit": "only the first N items of each --eval-task at each evaluation",
+    "eval_batch_size": "sequences per forward in --eval-task evaluation",
     "spike_rollback_after": "after this many skipped steps in a row reload the last checkpoint "
     "(keeping the data position); 0: never",
 }
@@ -151,7 +159,8 @@ def _flag_fields() -> list[tuple[str, Any, Any]]:
         if f.name == "optim":
             out += [(name, optim_hints[name], getattr(optim_defaults, name)) for name in OPTIM_FLAGS]
         else:
-            out.append((f.name, hints[f.name], f.default))
+            default = f.default_factory() if f.default_factory is not MISSING else f.default
+            out.append((f.name, hints[f.name], default))
     return out
 
 
@@ -166,6 +175,8 @@ def _add_flag(parser: argparse.ArgumentParser, name: str, hint: Any, default: An
         parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, **kw)
     elif typing.get_origin(hint) is typing.Literal:
         parser.add_argument(flag, choices=list(typing.get_args(hint)), default=default, **kw)
+    elif typing.get_origin(hint) is list:  # repeatable, e.g. --eval-task bpb=a --eval-task blimp=b
+        parser.add_argument(flag, type=typing.get_args(hint)[0], action="append", default=default, **kw)
     elif typing.get_origin(hint) is tuple:  # fixed-length numbers, e.g. --betas 0.9 0.95
         args = typing.get_args(hint)
         parser.add_argument(flag, type=args[0], nargs=len(args), default=default, metavar=name.upper(), **kw)

@@ -3,7 +3,9 @@ so the trainer can run them on its own (sharded) model."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from evals.tasks.base import Encoder, Request, ScoreFn, Task, TaskDataError, evaluate, task_totals
 from evals.tasks.blimp import Blimp
@@ -20,6 +22,19 @@ def load_task(name: str, path: str | Path) -> Task:
     return TASKS[name].from_path(path)  # type: ignore[attr-defined]
 
 
+def headline(results: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """One number per curve: bpb's bits per byte, BLiMP's accuracy, mc's acc and acc_norm (by task name)."""
+    out = {}
+    for name, r in results.items():
+        if name == "bpb":
+            out["bpb"] = r["bits_per_byte"]
+        elif name == "blimp":
+            out["blimp"] = r["accuracy"]
+        elif name == "mc":
+            out["mc_acc"], out["mc_acc_norm"] = r["acc"], r["acc_norm"]
+    return out
+
+
 __all__ = [
     "TASKS",
     "BitsPerByte",
@@ -31,6 +46,7 @@ __all__ = [
     "Task",
     "TaskDataError",
     "evaluate",
+    "headline",
     "load_task",
     "task_totals",
 ]

@@ -9,14 +9,18 @@ gives the same figures as a single process. Tasks never see the model, only `sco
 
 from __future__ import annotations
 
+import json
 import math
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tokenizers import Tokenizer
+
+EOT = "<|endoftext|>"
 
 
 class TaskDataError(ValueError):
@@ -47,6 +51,26 @@ class Encoder:
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids of each text, without special tokens (one Rust call for the whole list)."""
         return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+
+def prefix_token(tokenizer: Tokenizer, folder: Path, bos_id: int | None, eos_id: int | None) -> int:
+    """The token before a scored text, by lm-eval's rule: the tokenizer's BOS, else its EOS.
+
+    BOS/EOS come from tokenizer_config.json when the tokenizer room wrote one, else from the model
+    config's ids, else `<|endoftext|>`.
+    """
+    side = folder / "tokenizer_config.json"
+    named = json.loads(side.read_text()) if side.is_file() else {}
+    for key, fallback in (("bos_token", bos_id), ("eos_token", eos_id)):
+        token = named.get(key)
+        token = token.get("content") if isinstance(token, dict) else token
+        if isinstance(token, str) and tokenizer.token_to_id(token) is not None:
+            return tokenizer.token_to_id(token)
+        if fallback is not None:
+            return int(fallback)
+    if tokenizer.token_to_id(EOT) is not None:
+        return tokenizer.token_to_id(EOT)
+    raise TaskDataError(f"{folder}: no BOS or EOS token to start a text with")
 
 
 def continuation_requests(encoder: Encoder, pairs: Sequence[tuple[str, str]]) -> list[Request]:

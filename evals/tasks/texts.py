@@ -3,14 +3,16 @@ or a folder of those (searched recursively, sorted by path)."""
 
 from __future__ import annotations
 
-import gzip
-import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow.parquet as pq
 
+from common.jsonl import iter_jsonl
 from evals.tasks.base import TaskDataError
 
+T = TypeVar("T")
 SUFFIXES = (".txt", ".jsonl", ".jsonl.gz", ".parquet")
 
 
@@ -46,16 +48,11 @@ def _read(file: Path, column: str) -> list[str]:
         if column not in schema.names:
             raise TaskDataError(f"{file}: no `{column}` column (has {', '.join(schema.names)})")
         return [t for t in pq.read_table(file, columns=[column]).column(column).to_pylist() if isinstance(t, str)]
-    opener = gzip.open if file.name.endswith(".gz") else open
     texts = []
-    with opener(file, "rt", encoding="utf-8") as handle:
-        for n, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            if not isinstance(row, dict) or not isinstance(row.get(column), str):
-                raise TaskDataError(f"{file}:{n}: no string `{column}` field")
-            texts.append(row[column])
+    for n, row in iter_jsonl(file, TaskDataError):
+        if not isinstance(row, dict) or not isinstance(row.get(column), str):
+            raise TaskDataError(f"{file}:{n}: no string `{column}` field")
+        texts.append(row[column])
     return texts
 
 
@@ -64,15 +61,14 @@ def read_jsonl(path: str | Path) -> list[dict]:
     file = Path(path)
     if not file.is_file():
         raise TaskDataError(f"{file} does not exist")
-    opener = gzip.open if file.name.endswith(".gz") else open
-    rows = []
-    with opener(file, "rt", encoding="utf-8") as handle:
-        for n, line in enumerate(handle, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise TaskDataError(f"{file}:{n}: not JSON ({err.msg})") from None
+    rows = [row for _, row in iter_jsonl(file, TaskDataError)]
     if not rows:
         raise TaskDataError(f"{file} is empty")
     return rows
+
+
+def spread(items: Sequence[T], n: int) -> list[T]:
+    """`n` items spread evenly over `items` (the first, then every len/n-th): a subset that keeps the
+    file's variety (BLiMP's 67 paradigms in proportion), unlike its first `n` items."""
+    n = min(n, len(items))
+    return [items[i * len(items) // n] for i in range(n)]

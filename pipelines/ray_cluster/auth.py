@@ -9,9 +9,6 @@ token file right there. A token-mode client also works against a cluster without
 is available and ``RAY_AUTH_MODE`` is unset, turning token mode on is safe: that is what
 ``enable_token_mode`` does for the driver (workers get the mode from their raylet), and
 ``enable_for_this_process`` also refreshes Ray's cached config, as Ray does itself when it turns auth on.
-
-Where Ray looks for the token, in order: ``RAY_AUTH_TOKEN`` (the token itself), ``RAY_AUTH_TOKEN_PATH``
-(a file), ``~/.ray/auth_token``. ``ray get-auth-token`` prints it on the head.
 """
 
 from __future__ import annotations
@@ -28,7 +25,8 @@ DEFAULT_TOKEN_PATH = Path.home() / ".ray" / "auth_token"
 
 
 def token_source(env: Mapping[str, str] | None = None) -> str | None:
-    """Where Ray would read the token from (``RAY_AUTH_TOKEN``, a file path), or None when there is none."""
+    """Where Ray would read the token from, in Ray's order (``RAY_AUTH_TOKEN``, the file ``RAY_AUTH_TOKEN_PATH``
+    names, ``~/.ray/auth_token``), or None when there is none."""
     env = os.environ if env is None else env
     if env.get(TOKEN_VAR, "").strip():
         return TOKEN_VAR
@@ -47,10 +45,9 @@ def enable_token_mode(env: dict[str, str] | None = None) -> bool:
     env = os.environ if env is None else env  # type: ignore[assignment]
     if env.get(MODE_VAR):
         return env[MODE_VAR].lower() == "token"
-    if token_source(env) is None:
-        return False
-    env[MODE_VAR] = "token"
-    return True
+    if token_source(env) is not None:
+        env[MODE_VAR] = "token"
+    return env.get(MODE_VAR) == "token"
 
 
 def enable_for_this_process() -> bool:

@@ -1,9 +1,5 @@
-"""The ``ray`` executor: datatrove's ``RayPipelineExecutor`` with the checks a cluster run needs.
-
-Why datatrove's executor and not Ray Data: every stage is already a datatrove pipeline with per-task
-completions and stats, and ``RayPipelineExecutor`` runs exactly those tasks (one Ray actor per task,
-resubmitted when its worker dies), so the output and the resume rule are the local executor's.
-What it lacks, added here:
+"""The ``ray`` executor: datatrove's ``RayPipelineExecutor`` (one Ray task per datatrove task, resubmitted
+when its worker dies: the local executor's output and resume rule) with what a cluster run needs:
 
 - a resource check before any work: datatrove asks ``mem_per_cpu_gb`` (2 GB) of Ray memory per CPU
   and, when no node has that much, waits on its placement group forever, silently. The default
@@ -19,6 +15,7 @@ import json
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +27,16 @@ from pipelines.layout import StageFolder
 REPO = Path(__file__).resolve().parents[2]  # pipelines/ray_cluster/executor.py -> the project root
 GIB = 1024**3
 DATATROVE_MEM_PER_CPU_GB = 2.0
+PROGRESS_EVERY_S = 5.0
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """The cluster and what a task reserves: ``--ray-address``, ``--ray-cpus-per-task``, ``--ray-memory-per-task``."""
+
+    address: str | None = None
+    cpus_per_task: int = 1
+    mem_per_task_gb: float | None = None
 
 
 class RayResourceError(ExecutorError):
@@ -122,22 +129,42 @@ def _documents(stats: Any) -> int:
     return 0
 
 
-class StageProgress:
-    """Prints ``stage: done/total tasks, N docs/s`` while a stage runs, from its files on disk."""
+class Progress:
+    """``[ray] stage: done/total tasks, N documents, X docs/s``: the line a stage or a map of Ray tasks prints."""
 
-    def __init__(self, folder: StageFolder, stage: str, total: int, every: float = 5.0):
-        self.folder, self.stage, self.total, self.every = folder, stage, total, every
-        self._stop = threading.Event()
+    every = PROGRESS_EVERY_S
+
+    def __init__(self, stage: str, total: int):
+        self.stage, self.total, self.done, self.docs = stage, total, 0, 0
+        self.start = self.last = time.time()
+
+    def report(self) -> None:
+        rate = f"{self.docs / max(time.time() - self.start, 1e-9):.1f}"
+        print(f"[ray] {self.stage}: {self.done}/{self.total} tasks, {self.docs} documents, {rate} docs/s", flush=True)
+        self.last = time.time()
+
+    def tick(self) -> None:
+        """``report`` at most every ``every`` seconds."""
+        if time.time() - self.last >= self.every:
+            self.report()
+
+
+class StageProgress(Progress):
+    """A datatrove stage's progress, read every few seconds by a thread from its files on the run directory."""
+
+    def __init__(self, folder: StageFolder, stage: str, total: int):
+        super().__init__(stage, total)
+        self.folder = folder
         self._seen: dict[str, int] = {}
-        self._start = time.time()
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _poll(self) -> tuple[int, int]:
+    def _poll(self) -> None:
         try:
             done = len(self.folder.list_files("completions"))
             names = self.folder.list_files("stats", glob_pattern="*.json")
         except OSError:
-            return 0, sum(self._seen.values())
+            done, names = 0, []
         for name in names:
             if name not in self._seen:
                 try:
@@ -145,16 +172,12 @@ class StageProgress:
                         self._seen[name] = _documents(json.load(f))
                 except (OSError, ValueError):
                     continue
-        return done, sum(self._seen.values())
-
-    def line(self) -> str:
-        done, docs = self._poll()
-        elapsed = max(time.time() - self._start, 1e-9)
-        return f"[ray] {self.stage}: {done}/{self.total} tasks, {docs} documents, {docs / elapsed:.1f} docs/s"
+        self.done, self.docs = done, sum(self._seen.values())
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every):
-            print(self.line(), flush=True)
+            self._poll()
+            self.report()
 
     def __enter__(self) -> StageProgress:
         try:  # tasks finished by an earlier run count as done, their documents not as this run's speed
@@ -164,60 +187,41 @@ class StageProgress:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join()
-        print(self.line(), flush=True)
+        self._poll()
+        self.report()
 
 
 class CheckedRayExecutor(RayPipelineExecutor):
-    """``RayPipelineExecutor`` that checks resources first, reports progress and fails loudly."""
-
-    def __init__(self, *args: Any, stage: str = "stage", **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.stage = stage
+    """``RayPipelineExecutor`` that reports progress and fails loudly; its logging folder is a ``StageFolder``."""
 
     def run(self) -> None:
-        fit_resources(alive_nodes(), self.cpus_per_task, self.mem_per_cpu_gb * self.cpus_per_task)
-        with StageProgress(self.logging_dir, self.stage, self.world_size):
+        stage = self.logging_dir.stage
+        with StageProgress(self.logging_dir, stage, self.world_size):
             super().run()
         missing = self.get_incomplete_ranks(range(self.world_size), skip_completed=True)
         if missing:
             raise RayTasksFailed(
-                f"{self.stage}: {len(missing)}/{self.world_size} Ray tasks did not complete "
-                f"(first: {missing[:5]}); see logs/{self.stage}/ and rerun the same command to resume"
+                f"{stage}: {len(missing)}/{self.world_size} Ray tasks did not complete "
+                f"(first: {missing[:5]}); see logs/{stage}/ and rerun the same command to resume"
             )
 
 
 def ray_executor(
-    pipeline: list,
-    tasks: int,
-    workers: int,
-    logging_dir: StageFolder,
-    ray_address: str | None = None,
-    cpus_per_task: int = 1,
-    mem_per_task_gb: float | None = None,
-    tasks_per_job: int = 1,
-    workers_set: bool = True,
-    **_: Any,
+    pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, ray: RayOptions, workers_set: bool = True
 ) -> CheckedRayExecutor:
     """The ``ray`` entry of ``EXECUTORS``: connect, size the tasks to the cluster, build the executor.
 
-    ``workers`` caps the tasks in flight when given (``workers_set``); otherwise the cluster's CPUs
-    do, not the driver's.
+    ``workers`` caps the tasks in flight when given (``workers_set``); else the cluster's CPUs do, not the driver's.
     """
-    resources = connect(ray_address)
-    mem = fit_resources(alive_nodes(), cpus_per_task, mem_per_task_gb)
+    resources = connect(ray.address)
+    cpus = ray.cpus_per_task
+    mem = fit_resources(alive_nodes(), cpus, ray.mem_per_task_gb)
     if not workers_set:
-        workers = max(1, int(resources.get("CPU", 1) // cpus_per_task))
+        workers = max(1, int(resources.get("CPU", 1) // cpus))
     return CheckedRayExecutor(
-        pipeline=pipeline,
-        tasks=tasks,
-        workers=max(1, min(workers, tasks)),
-        logging_dir=logging_dir,
-        skip_completed=True,
-        cpus_per_task=cpus_per_task,
-        mem_per_cpu_gb=mem / cpus_per_task,
-        tasks_per_job=tasks_per_job,
-        stage=logging_dir.stage,
+        pipeline, tasks, max(1, min(workers, tasks)), logging_dir=logging_dir, cpus_per_task=cpus,
+        mem_per_cpu_gb=mem / cpus,
     )

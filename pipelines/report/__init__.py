@@ -4,6 +4,6 @@
 ``write`` puts them together (``python -m pipelines.report RUN``).
 """
 
-from pipelines.report.write import write_report
+from pipelines.report.write import add_evaluation, write_report
 
-__all__ = ["write_report"]
+__all__ = ["add_evaluation", "write_report"]

@@ -22,13 +22,8 @@ from pipelines.layout import RunLayout
 # stages whose output is documents, in run order; the other dedup_* stages only compute signatures,
 # buckets and clusters (a filter there only pre-filters signature input, it removes nothing)
 STAGE_ORDER = ("curate", "dedup_filter")
-# the reason of a dropped document with no filter_reason (older dedup filters wrote none)
-DEFAULT_REASON: dict[str, str] = {
-    "minhash": "minhash_duplicate",
-    "exact": "exact_duplicate",
-    "url_dedup": "url_duplicate",
-    "cross_dump": "cross_dump_duplicate",
-}
+# the reason of a dropped document with no filter_reason (older dedup filters wrote none), by removed/ folder
+DEFAULT_REASON = {k: f"{k}_duplicate" for k in ("minhash", "exact", "cross_dump")} | {"url_dedup": "url_duplicate"}
 # removed/ folders written by a step of another id: the MinHash filter also drops cross-dump duplicates
 FOLDER_STEP = {"cross_dump": "minhash"}
 
@@ -78,6 +73,10 @@ class DocSet:
     step: int | None = None  # index into RunInfo.steps; None for kept or an unknown dir
     default_reason: str | None = None
 
+    @classmethod
+    def kept(cls, folder: Path) -> DocSet:
+        return cls("kept", f"kept ({folder.name}/)", sorted(folder.glob("*.parquet")))
+
 
 @dataclass
 class RunInfo:
@@ -87,17 +86,8 @@ class RunInfo:
     meta: dict
     stats: dict
     steps: list[Step]
-    reader: dict[str, int]
     kept: DocSet
     removed: list[DocSet]
-
-    @property
-    def dump(self) -> str:
-        return str(self.meta.get("dump") or self.root.name)
-
-    def step_index(self, step_id: str) -> int | None:
-        """Index of the step ``step_id`` (which writes ``removed/<step_id>/``)."""
-        return next((i for i, s in enumerate(self.steps) if s.name == step_id), None)
 
 
 def _document_stages(stats: dict) -> list[str]:
@@ -113,17 +103,10 @@ def filtering_steps(stats: dict) -> list[Step]:
         for raw in stats["stages"][stage].get("steps", []):
             if raw.get("in") is None or raw.get("kept") is None:
                 continue
+            name = dedup_step_id(raw["id"]) if stage == "dedup_filter" else raw["id"]
             reasons = {k: int(v) for k, v in (raw.get("dropped_by_reason") or {}).items()}
-            steps.append(
-                Step(
-                    stage=stage,
-                    name=dedup_step_id(raw["id"]) if stage == "dedup_filter" else raw["id"],
-                    n_in=int(raw["in"]),
-                    kept=int(raw["kept"]),
-                    dropped=int(raw.get("dropped") or 0),
-                    reasons=contamination_reasons(reasons, raw.get("counters") or {}),
-                )
-            )
+            reasons = contamination_reasons(reasons, raw.get("counters") or {})
+            steps.append(Step(stage, name, int(raw["in"]), int(raw["kept"]), int(raw.get("dropped") or 0), reasons))
     return steps
 
 
@@ -176,10 +159,8 @@ def load_run(run_dir: Path) -> RunInfo:
     stats = json.loads(layout.stats_json.read_text())
     meta = json.loads(layout.run_json.read_text()) if layout.run_json.exists() else {}
     steps = filtering_steps(stats)
-    folder = kept_documents_dir(layout.root) or layout.curated
-    kept = DocSet("kept", f"kept ({folder.name}/)", sorted(folder.glob("*.parquet")))
-    removed = _removed_sets(layout, steps)
-    return RunInfo(layout.root, meta, stats, steps, reader_counters(stats), kept, removed)
+    kept = DocSet.kept(kept_documents_dir(layout.root) or layout.curated)
+    return RunInfo(layout.root, meta, stats, steps, kept, _removed_sets(layout, steps))
 
 
 def resolve_run_dir(path: Path) -> Path:
@@ -187,7 +168,7 @@ def resolve_run_dir(path: Path) -> Path:
     path = Path(path)
     if (path / "stats.json").exists():
         return path
-    runs = sorted(p for p in path.glob("*/stats.json")) if path.is_dir() else []
+    runs = sorted(path.glob("*/stats.json")) if path.is_dir() else []
     if len(runs) == 1:
         return runs[0].parent
     if runs:

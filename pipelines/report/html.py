@@ -6,7 +6,6 @@ may contain markup, and the report must show it, not run it.
 
 from __future__ import annotations
 
-import math
 from html import escape
 from pathlib import Path
 
@@ -50,11 +49,8 @@ def _steps_table(data: dict) -> str:
         rows.append([escape(s["stage"]), escape(s["step"]), *counts, share, _n(s["tokens_kept"]), reasons, check])
     head = ["stage", "step", "in", "kept", "dropped", "kept %", "tokens kept", "dropped by reason", "rows on disk"]
     table = _table(head, rows, "steps", {2, 3, 4, 5, 6})
-    off = [
-        f"{escape(s['step'])} ({_n(s['removed_rows'])} rows vs {_n(s['dropped'])} dropped)"
-        for s in data["steps"]
-        if not s["consistent"]
-    ]
+    bad = [s for s in data["steps"] if not s["consistent"]]
+    off = [f"{escape(s['step'])} ({_n(s['removed_rows'])} rows vs {_n(s['dropped'])} dropped)" for s in bad]
     if off:  # an exclusion writer that lost rows, or files of an unfinished task: the counts above still hold
         table += f'<p class="bad">removed/ files disagree with stats.json for: {", ".join(off)}</p>'
     return table
@@ -62,12 +58,9 @@ def _steps_table(data: dict) -> str:
 
 def _doc(doc: dict, kind: str) -> str:
     """One sampled document: reason, URL, language, length, its signals, and its (escaped) text."""
-    signals = {k: v for k, v in doc.get("signals", {}).items() if v is not None and not math.isnan(v)}
-    sig = ""
-    if signals:
-        rows = [[escape(k), _n(v)] for k, v in sorted(signals.items())]
-        sig = f"<details><summary>signals ({len(signals)})</summary>{_table(['signal', 'value'], rows, numeric={1})}"
-        sig += "</details>"
+    rows = [[escape(k), _n(v)] for k, v in sorted(doc.get("signals", {}).items())]  # scan kept numbers only
+    table = _table(["signal", "value"], rows, numeric={1})
+    sig = f"<details><summary>signals ({len(rows)})</summary>{table}</details>" if rows else ""
     score = f" ({doc['language_score']:.2f})" if isinstance(doc.get("language_score"), float) else ""
     extra = f" · cluster of {doc['cluster_size']}" if (doc.get("cluster_size") or 0) > 1 else ""
     text = escape(doc["text"]) + (" […]" if doc.get("truncated") else "") if doc["text"] else "<i>(no text)</i>"
@@ -84,11 +77,8 @@ def _samples(data: dict) -> str:
         if not group["items"]:
             continue
         kind = "kept" if group["set"] == "kept" else "removed"
-        parts.append(
-            f"<h3>{escape(group['label'])} <small>({group['docs']:,} documents, "
-            f"{len(group['items'])} sampled)</small></h3>"
-        )
-        parts += [_doc(doc, kind) for doc in group["items"]]
+        head = f"{escape(group['label'])} <small>({group['docs']:,} documents, {len(group['items'])} sampled)</small>"
+        parts += [f"<h3>{head}</h3>", *(_doc(doc, kind) for doc in group["items"])]
     return "".join(parts) or '<p class="note">no documents on disk</p>'
 
 
@@ -153,6 +143,8 @@ def render(data: dict, images: dict[str, str]) -> str:
         _domains(data),
         "<h2>Sampled documents</h2>",
         _samples(data),
+        "<h2>Model evaluation</h2>",
+        f"<p id='evaluation'>{escape((data.get('evaluation') or {}).get('summary', 'no model evaluated'))}</p>",
         "<h2>Tasks</h2>",
         _table(["stage", "tasks completed", "tasks total"], stages, "tasks", {1, 2}),
     ]

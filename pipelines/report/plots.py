@@ -7,7 +7,7 @@ path, or None when the run has nothing to plot (no classifier ran, no dedup stag
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -30,14 +30,11 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def _axes(height: float, title: str, xlabel: str, ylabel: str | None = None, width: float = 10) -> tuple[Figure, Axes]:
+def _axes(height: float, title: str, xlabel: str, ylabel: str | None = None) -> tuple[Figure, Axes]:
     """A one-panel figure with its title and axis labels."""
-    fig = Figure(figsize=(width, height))
+    fig = Figure(figsize=(10, height))
     ax = fig.subplots()
-    ax.set_xlabel(xlabel)
-    if ylabel is not None:
-        ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set(title=title, xlabel=xlabel, **({"ylabel": ylabel} if ylabel else {}))
     return fig, ax
 
 
@@ -70,11 +67,8 @@ def _funnel_panel(ax: Axes, labels: list[str], values: list[int | None], title: 
         share = 100 * value / start if start else 0
         ax.text(top / 2, yi, f"{_fmt(value)}  ({share:.1f}%)", **BAR_LABEL, bbox=BAR_LABEL_BOX)
     ax.set_yticks(y, labels)
-    ax.set_xticks([])
-    ax.set_xlim(0, top)
-    ax.set_title(title)
-    for side in ("top", "right", "bottom"):
-        ax.spines[side].set_visible(False)
+    ax.set(xticks=[], xlim=(0, top), title=title)
+    ax.spines[["top", "right", "bottom"]].set_visible(False)
 
 
 def plot_funnel(data: dict, path: Path) -> Path | None:
@@ -100,15 +94,10 @@ def plot_removals(data: dict, path: Path) -> Path | None:
     colors = {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(steps)}
     fig, ax = _axes(0.32 * len(rows) + 1.2, "removals by rule", "documents removed")
     labels = [f"{r['step']}: {r['reason']}" for r in rows]
-    y = _hbars(ax, labels, [r["count"] for r in rows], [colors[r["step"]] for r in rows], fontsize=9)
-    for yi, r in zip(y, rows, strict=True):
-        ax.text(r["count"], yi, f" {r['count']:,}", va="center", fontsize=8)
+    _hbars(ax, labels, [r["count"] for r in rows], [colors[r["step"]] for r in rows], fontsize=9)
+    ax.bar_label(ax.containers[0], [f" {r['count']:,}" for r in rows], fontsize=8)
     ax.margins(x=0.12)
     return _save(fig, path)
-
-
-def _top(counts: dict[str, int], n: int = TOP_N) -> list[tuple[str, int]]:
-    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
 
 
 def plot_languages(data: dict, path: Path) -> Path | None:
@@ -117,7 +106,7 @@ def plot_languages(data: dict, path: Path) -> Path | None:
     total = {k: kept.get(k, 0) + removed.get(k, 0) for k in {*kept, *removed}}
     if not total:
         return None
-    langs = [k for k, _ in _top(total)]
+    langs = sorted(total, key=lambda lang: (-total[lang], lang))[:TOP_N]
     others = sum(total.values()) - sum(total[x] for x in langs)
     title = "language distribution" + (f" (+{others:,} in other languages)" if others else "")
     fig, ax = _axes(0.3 * len(langs) + 1.3, title, "documents")
@@ -134,11 +123,10 @@ def plot_lengths(data: dict, path: Path) -> Path:
     xlabel = f"document length (tokens; {data['token_note']})"
     fig, ax = _axes(4, "document length before and after filtering", xlabel, "documents")
     lefts = np.maximum(edges[:-1], 0.5)  # the 0-token bin is drawn at 0.5 on the log axis
+    bins = np.concatenate([lefts, edges[-1:]])
     for key, label, color in (("before", "after extraction (before filters)", REMOVED), ("after", "kept", KEPT)):
-        counts = np.asarray(data["lengths"][key])
-        before = key == "before"
+        counts, before = np.asarray(data["lengths"][key]), key == "before"
         label = f"{label}: {counts.sum():,} docs"
-        bins = np.concatenate([lefts, edges[-1:]])
         ax.stairs(counts, bins, label=label, color=color, fill=before, alpha=0.35 if before else 1.0, linewidth=2)
     ax.set_xscale("log")
     filled = np.flatnonzero(np.asarray(data["lengths"]["before"]) + np.asarray(data["lengths"]["after"]))
@@ -172,12 +160,10 @@ def plot_clusters(data: dict, path: Path) -> Path | None:
     counts = [clusters["sizes"][str(s)] for s in sizes]
     title = f"dedup cluster sizes: {clusters['duplicates_removed']:,} near-duplicates removed"
     fig, ax = _axes(4, title, "cluster size (documents)", "clusters (kept documents)")
-    ax.bar([str(s) for s in sizes], counts, color=NEUTRAL)
+    bars = ax.bar([str(s) for s in sizes], counts, color=NEUTRAL)
     if max(counts) > 20 * min(counts):  # singletons usually dwarf the rest
-        ax.set_yscale("log")
-        ax.set_ylim(bottom=0.8)
-    for x, c in zip(range(len(sizes)), counts, strict=True):
-        ax.text(x, c, f"{c:,}", ha="center", va="bottom", fontsize=8)
+        ax.set(yscale="log", ylim=(0.8, None))
+    ax.bar_label(bars, [f"{c:,}" for c in counts], fontsize=8)
     return _save(fig, path)
 
 
@@ -191,27 +177,19 @@ def plot_domains(data: dict, path: Path) -> Path | None:
     for ax, key, color in zip(fig.subplots(1, 2), ("kept", "removed"), (KEPT, REMOVED), strict=True):
         items = domains[key]
         _hbars(ax, [d[:40] for d, _ in items], [n for _, n in items], color, fontsize=8)
-        ax.set_title(f"top domains {key}")
-        ax.set_xlabel("documents")
+        ax.set(title=f"top domains {key}", xlabel="documents")
     return _save(fig, path)
 
 
-PLOTS: dict[str, Callable[[dict, Path], Path | None]] = {
-    "funnel": plot_funnel,
-    "removals": plot_removals,
-    "languages": plot_languages,
-    "lengths": plot_lengths,
-    "quality": plot_quality,
-    "clusters": plot_clusters,
-    "domains": plot_domains,
-}
+PLOTS = (plot_funnel, plot_removals, plot_languages, plot_lengths, plot_quality, plot_clusters, plot_domains)
 
 
 def draw_all(data: dict, folder: Path) -> dict[str, str]:
-    """Every plot the run supports, as ``{name: file name}`` relative to ``folder``."""
+    """Every plot the run supports, as ``{name: file name}`` relative to ``folder`` (``plot_<name>`` draws it)."""
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
-    for name, plot in PLOTS.items():
+    for plot in PLOTS:
+        name = plot.__name__.removeprefix("plot_")
         path = plot(data, folder / f"{name}.png")
         if path is not None:
             out[name] = path.name

@@ -55,14 +55,10 @@ def word_counts(text: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(pc.fill_null(counts, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def iter_batches(
-    files: list[Path], columns: tuple[str, ...] | None = None, batch_size: int = 2048
-) -> Iterator[pa.RecordBatch]:
-    """Record batches of the given columns (all when None) that each file has; older runs lack some."""
+def iter_batches(files: list[Path], batch_size: int = 2048) -> Iterator[pa.RecordBatch]:
+    """Record batches of every file, all columns (each file has its own: older runs lack some), in order."""
     for path in files:
-        pf = pq.ParquetFile(path)
-        have = None if columns is None else [c for c in columns if c in pf.schema_arrow.names]
-        yield from pf.iter_batches(batch_size=batch_size, columns=have)
+        yield from pq.ParquetFile(path).iter_batches(batch_size=batch_size)
 
 
 @dataclass

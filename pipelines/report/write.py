@@ -19,7 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic import atomic_write_text
-from pipelines.report.data import RunInfo, load_run, resolve_run_dir
+from pipelines.report.data import RunInfo, load_run, reader_counters, resolve_run_dir
 from pipelines.report.html import render
 from pipelines.report.plots import draw_all
 from pipelines.report.scan import LENGTH_EDGES, TOKEN_NOTE, Profile, count_rows, scan
@@ -33,8 +33,12 @@ QUALITY_BINS = 40
 
 def _extraction_index(run: RunInfo) -> int:
     """The step after which documents hold extracted text (tokens are undefined before it)."""
-    index = run.step_index("extraction")
-    return index if index is not None else -1
+    return next((i for i, step in enumerate(run.steps) if step.name == "extraction"), -1)
+
+
+def _passed(run: RunInfo, profiles: dict[str, Profile], index: int) -> list[Profile]:
+    """The documents that passed step ``index``: the kept ones and those a later step removed."""
+    return [profiles["kept"]] + [profiles[s.key] for s in run.removed if s.step is not None and s.step > index]
 
 
 def _steps(run: RunInfo, profiles: dict[str, Profile]) -> list[dict]:
@@ -42,8 +46,7 @@ def _steps(run: RunInfo, profiles: dict[str, Profile]) -> list[dict]:
     rows = []
     for i, step in enumerate(run.steps):
         removed_rows = sum(profiles[d].docs for d in step.removed_dirs)
-        later = [s for s in run.removed if s.step is not None and s.step > i]
-        tokens = profiles["kept"].tokens + sum(profiles[s.key].tokens for s in later)
+        tokens = sum(p.tokens for p in _passed(run, profiles, i))
         rows.append(
             {
                 "stage": step.stage,
@@ -88,18 +91,13 @@ def _removals(run: RunInfo, profiles: dict[str, Profile]) -> list[dict]:
 
 
 def _quality(kept: Profile, removed: list[Profile]) -> dict | None:
-    scores_kept = kept.quality_scores
-    scores_removed = np.concatenate([p.quality_scores for p in removed] or [np.zeros(0)])
-    both = np.concatenate([scores_kept, scores_removed])
+    scores = {"kept": kept.quality_scores, "removed": np.concatenate([p.quality_scores for p in removed] or [[]])}
+    both = np.concatenate(list(scores.values()))
     if not len(both):
         return None
     lo, hi = float(both.min()), float(both.max())
     edges = np.linspace(lo, hi if hi > lo else lo + 1.0, QUALITY_BINS + 1)
-    return {
-        "edges": edges.tolist(),
-        "kept": np.histogram(scores_kept, edges)[0].tolist(),
-        "removed": np.histogram(scores_removed, edges)[0].tolist(),
-    }
+    return {"edges": edges.tolist(), **{key: np.histogram(v, edges)[0].tolist() for key, v in scores.items()}}
 
 
 def _clusters(kept: Profile) -> dict | None:
@@ -129,23 +127,20 @@ def build_report_data(run: RunInfo, seed: int = 0) -> dict:
         profiles = {s.key: scan(s, SAMPLES_KEPT if s.key == "kept" else SAMPLES_PER_REASON, seed, bar) for s in sets}
     kept = profiles["kept"]
     removed = [profiles[s.key] for s in run.removed]
-    first_text = _extraction_index(run)
-    before = [kept] + [profiles[s.key] for s in run.removed if s.step is not None and s.step > first_text]
-    steps = _steps(run, profiles)
+    before = _passed(run, profiles, _extraction_index(run))
+    steps, reader, stages = _steps(run, profiles), reader_counters(run.stats), run.stats["stages"]
     return {
-        "dump": run.dump,
+        "dump": str(run.meta.get("dump") or run.root.name),
         "root": str(run.root),
         "meta": {k: run.meta.get(k) for k in ("source", "command", "started_at", "versions")},
         "recipe": (run.meta.get("config") or {}).get("recipe", {}).get("name"),
         "token_note": TOKEN_NOTE,
-        "stages": {
-            k: {x: v.get(x) for x in ("tasks_completed", "tasks_total")} for k, v in run.stats["stages"].items()
-        },
-        "reader": run.reader,
+        "stages": {k: {x: v.get(x) for x in ("tasks_completed", "tasks_total")} for k, v in stages.items()},
+        "reader": reader,
         "steps": steps,
         "funnel": _funnel(steps),
         "totals": {
-            "records": run.reader.get("records"),
+            "records": reader.get("records"),
             "html_documents": steps[0]["in"] if steps else None,
             "kept_documents": kept.docs,
             "kept_tokens": kept.tokens,
@@ -165,21 +160,34 @@ def build_report_data(run: RunInfo, seed: int = 0) -> dict:
             "removed": sum((p.domains for p in removed), Counter()).most_common(TOP_DOMAINS),
         },
         "samples": _samples(run, profiles),
+        "evaluation": _evaluation(run.root),
     }
+
+
+def _evaluation(root: Path) -> dict | None:  # the chain's final evaluation (evals.final), if it ran
+    path = root / "train" / "eval.json"
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def write_report(run_dir: Path) -> Path:
     """Write ``run_dir/report/`` (index.html, report.json, PNGs); return the index.html path."""
     run = load_run(Path(run_dir))
-    data = build_report_data(run)
-    folder = run.root / "report"
+    return _write(build_report_data(run), run.root / "report")
+
+
+def add_evaluation(run_dir: Path) -> Path:
+    """Put the chain's final evaluation into the written report without reading the documents again."""
+    folder = Path(run_dir) / "report"
+    data = json.loads((folder / "report.json").read_text())
+    return _write({**data, "evaluation": _evaluation(Path(run_dir))}, folder)
+
+
+def _write(data: dict, folder: Path) -> Path:
     images = draw_all(data, folder)
-    atomic_write_text(folder / "report.json", json.dumps(data, indent=1, default=str))
-    index = folder / "index.html"
-    atomic_write_text(index, render(data, images))
-    for path in (index, folder / "report.json"):
-        path.chmod(0o644)  # atomic writes are private by default; a report is meant to be shared
-    return index
+    for name, text in (("report.json", json.dumps(data, indent=1, default=str)), ("index.html", render(data, images))):
+        atomic_write_text(folder / name, text)
+        (folder / name).chmod(0o644)  # a report is meant to be shared, whatever the umask
+    return folder / "index.html"
 
 
 def summary_table(data: dict) -> str:

@@ -10,8 +10,3 @@ from __future__ import annotations
 from pathlib import Path
 
 SAMPLE_WARC: Path = Path(__file__).with_name("sample.warc.gz")
-
-
-def sample_paths() -> list[str]:
-    """WARC paths of the ``sample`` source, in the same form a crawl id or glob resolves to."""
-    return [str(SAMPLE_WARC)]

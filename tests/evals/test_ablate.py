@@ -101,3 +101,18 @@ def test_bad_specs_are_refused(tmp_path) -> None:
     )
     with pytest.raises(SpecError, match="unknown keys"):
         load_spec(tmp_path / "s.yaml")
+
+
+def test_limit_takes_a_spread_subset_of_each_task_file(tmp_path) -> None:
+    """BLiMP's first N pairs are one paradigm's: `limit` takes N rows spread over the whole file instead."""
+    from evals.ablate import AblationSpec, Dataset, task_files
+
+    rows = [{"UID": f"p{i // 100}", "i": i} for i in range(1000)]  # 10 "paradigms" of 100 rows
+    write_jsonl(rows, tmp_path / "pairs.jsonl")
+    spec = AblationSpec([Dataset("a", "x")], 1, {"blimp": str(tmp_path / "pairs.jsonl"), "bpb": "held.txt"})
+    spec.limit = {"blimp": 20}
+    files = task_files(spec, tmp_path / "out")
+    assert files["bpb"] == "held.txt"  # no limit for it: the file as given
+    picked = [json.loads(line) for line in open(files["blimp"])]
+    assert [r["i"] for r in picked] == list(range(0, 1000, 50))
+    assert {r["UID"] for r in picked} == {f"p{k}" for k in range(10)}

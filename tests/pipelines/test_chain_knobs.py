@@ -17,6 +17,7 @@ def test_the_flags_default_to_the_quickstart_chain() -> None:
     assert knobs == ChainConfig()
     args = build_parser().parse_args(["sample", "--train", "--model", "m.yaml", "--vocab-size", "512"])
     assert (args.model, args.vocab_size) == ("m.yaml", 512)
+    assert build_parser().parse_args(["sample", "--train", "--eval-blimp", "b.jsonl"]).eval_blimp == Path("b.jsonl")
 
 
 @pytest.mark.parametrize(("field", "value"), [("vocab_size", 100), ("nproc", 0), ("seq_len", 0)])

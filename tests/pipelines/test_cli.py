@@ -77,6 +77,23 @@ def test_the_chain_ends_in_a_trained_model(sample_run: Path) -> None:
     assert (sample_run / "train" / "hf" / "config.json").is_file()
 
 
+def test_the_chain_evaluates_the_model_on_documents_it_did_not_train_on(sample_run: Path) -> None:
+    """evals.final: bits per byte on the trainer's held-out shard file (decoded) and BLiMP from the shared data."""
+    from evals.final import held_out_documents
+
+    report = json.loads((sample_run / "train" / "eval.json").read_text())
+    line = next(x for x in (sample_run / "cli-stdout.txt").read_text().splitlines() if x.startswith("final evaluation"))
+    assert line == report["summary"] and report["summary"] in (sample_run / "report" / "index.html").read_text()
+    held_out = held_out_documents(sample_run / "mixture", sample_run / "tokenizer" / "tokenizer.json", 1)
+    deduped = set(pq.read_table(sample_run / "deduped", columns=["text"]).column("text").to_pylist())
+    assert held_out and set(held_out) <= deduped  # the exact texts of kept documents ...
+    assert len(held_out) == report["held_out"]["documents"] < len(deduped)  # ... that the training files lack
+    bpb = report["tasks"]["bpb"]
+    assert bpb["bytes"] == sum(len(t.encode()) for t in held_out) and 0 < bpb["bits_per_byte"] < 8
+    if "blimp" in report["tasks"]:  # the shared data's BLiMP, found without a flag
+        assert report["tasks"]["blimp"]["n"] == 1340 and len(report["tasks"]["blimp"]["by_paradigm"]) == 67
+
+
 def test_removed_documents_keep_their_reason(sample_run: Path) -> None:
     reasons: Counter = Counter()
     for file in sample_run.glob("removed/*/*.parquet"):

@@ -1,0 +1,39 @@
+"""Rows of a JSON Lines file (``.jsonl``, or gzip-compressed when its name ends in ``.gz``), with their line numbers.
+
+Eval sets, eval task data, labelled language-ID sentences and classifier training text all come as JSONL;
+each reader checks the fields it needs, but reading the lines is one loop, here: blank lines are skipped,
+and a line that is not JSON or a file that cannot be decoded is one error naming ``file:line``, of the
+type the caller's room reports bad input with (``error``, a ``ValueError``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+class JsonlError(ValueError):
+    """A JSONL file that cannot be read; the message is one line naming ``file:line``."""
+
+
+def iter_jsonl(path: str | Path, error: type[ValueError] = JsonlError) -> Iterator[tuple[int, Any]]:
+    """``(line number, parsed value)`` for every non-blank line of ``path``, in order (1-based numbers)."""
+    path = Path(path)
+    opener = gzip.open if path.name.endswith(".gz") else open
+    n = 0
+    try:
+        with opener(path, "rb") as f:  # bytes, decoded line by line, so a decoding error names its line
+            for n, raw in enumerate(f, 1):
+                if raw.strip():
+                    try:
+                        value = json.loads(raw.decode("utf-8"))
+                    except json.JSONDecodeError as err:
+                        raise error(f"{path}:{n}: not JSON ({err.msg})") from None
+                    except UnicodeDecodeError as err:
+                        raise error(f"{path}:{n}: not UTF-8 ({err.reason} at byte {err.start})") from None
+                    yield n, value
+    except (OSError, EOFError) as err:  # a missing file, a broken or truncated gzip stream
+        raise error(f"{path}:{n + 1}: unreadable ({err})") from None
