@@ -83,8 +83,9 @@ def ray_head(tmp_path_factory) -> Iterator[str]:
 def _wait_until_up(address: str, env: dict[str, str], head: subprocess.Popen) -> None:
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and head.poll() is None:
-        status = subprocess.run([RAY, "status", "--address", address], env=env, capture_output=True, timeout=60)
-        if status.returncode == 0:
+        status = subprocess.run([RAY, "status", "--address", address], env=env, capture_output=True, text=True,
+                                timeout=60)  # fmt: skip
+        if status.returncode == 0 and "CPU" in status.stdout:  # up, and its resources reported
             return
         time.sleep(1)
     raise RuntimeError(f"the Ray head at {address} did not come up (exit code {head.poll()})")
