@@ -19,19 +19,34 @@ from datatrove.utils.logging import logger
 from classifiers.lid import LanguageIdentifier
 from common.sandbox import run_sandboxed
 
-_COMMENT = re.compile(r"<!--.*?-->", re.S)
-_SCRIPT = re.compile(r"<(script|style|noscript|template|svg)\b[^>]*>.*?</\1\s*>", re.S | re.I)
+# "up to the first -->" and "up to the first closing tag" as unrolled loops: the same matches as the
+# lazy ``<!--.*?-->`` and ``<(script|...)...>.*?</\1\s*>``, without a closing-tag test at every character
+_COMMENT = re.compile(r"<!--[^-]*(?:-(?!->)[^-]*)*-->")
+_SCRIPT = re.compile(r"<(script|style|noscript|template|svg)\b[^>]*>[^<]*(?:<(?!/\1\s*>)[^<]*)*</\1\s*>", re.I)
 _TAG = re.compile(r"<[^>]{0,2000}>")
 _SPACE = re.compile(r"\s+")
+_ENTITY_FREE_SPACE = re.compile(r"[ \t\n\f]")  # no character reference holds one (html.unescape's rule)
 PRECHECK_HTML_CHARS = 300_000
 PRECHECK_TEXT_CHARS = 3_000  # fastText's cost grows with length; 3,000 characters decide a language
 
 
+def _visible(text: str) -> str:
+    return _SPACE.sub(" ", html_lib.unescape(text)).strip()
+
+
 def rough_text(html: str) -> str:
-    """Visible-ish text of a page by regex (no parse): enough for a language guess, not for output."""
+    """Visible-ish text of a page by regex (no parse): enough for a language guess, not for output.
+
+    Unescaping and collapsing spaces stop early: cut before a space that no character reference
+    spans, a prefix's visible text is a prefix of the whole's, so once it is long enough it decides."""
     head = html[:PRECHECK_HTML_CHARS]
     text = _TAG.sub(" ", _SCRIPT.sub(" ", _COMMENT.sub(" ", head)))
-    return _SPACE.sub(" ", html_lib.unescape(text)).strip()[:PRECHECK_TEXT_CHARS]
+    cut = _ENTITY_FREE_SPACE.search(text, 2 * PRECHECK_TEXT_CHARS)
+    if cut is not None:
+        visible = _visible(text[: cut.start()])
+        if len(visible) >= PRECHECK_TEXT_CHARS:
+            return visible[:PRECHECK_TEXT_CHARS]
+    return _visible(text)[:PRECHECK_TEXT_CHARS]
 
 
 def trafilatura_extract(html: str, favour_precision: bool = True, deduplicate: bool = True) -> str | None:

@@ -4,9 +4,9 @@ read WARC -> URL filter -> extract -> language -> signals -> Gopher repetition -
 -> FineWeb -> [quality classifier] -> PII -> [decontamination] -> write ``curated/``. Every step's name
 is its id, and the documents it drops go to ``removed/<id>/`` with their reason. The recipe picks the
 WARC library (warcio, fastwarc) and the extractor (trafilatura, resiliparse); either sits behind the
-same step id and contract. ``judge_steps`` (the rules and PII) is shared with
-``python -m pipelines.refilter``, which judges stored documents again; decontamination is not among
-them (it reads the text, not stored signals).
+same step id and contract. ``judge_steps`` (the rules, PII and decontamination) is shared with
+``python -m pipelines.refilter``, which judges stored documents again: the rules read stored signals,
+decontamination reads the stored text, so neither needs extraction.
 """
 
 from __future__ import annotations
@@ -64,8 +64,12 @@ class Removed:
         self.folder = folder
         self.schema = curated_schema()
 
-    def writer(self, step_id: str) -> DocumentWriter:
-        return DocumentWriter(f"{self.folder}/{step_id}", self.schema)
+    def schema_for(self, extra: Sequence[pa.Field] = ()) -> pa.Schema:
+        """The curated columns plus ``extra``: columns a step adds (decontamination's match)."""
+        return curated_schema(extra) if extra else self.schema
+
+    def writer(self, step_id: str, extra: Sequence[pa.Field] = ()) -> DocumentWriter:
+        return DocumentWriter(f"{self.folder}/{step_id}", self.schema_for(extra))
 
     def __call__(self, step: Step) -> Step:
         step.exclusion_writer = self.writer(step.name)
@@ -87,13 +91,14 @@ class PIISteps(PIIFormatter):
 
 
 def judge_steps(config: CurateConfig, removed: Removed, classify: bool = True) -> list[PipelineStep]:
-    """The four rule families in FineWeb's order (C4 edits what it keeps), [the quality classifier], PII."""
+    """The four rule families in FineWeb's order (C4 edits what it keeps), [the quality classifier], PII,
+    [decontamination]."""
     steps: list[PipelineStep] = [removed(RuleFilter(rule, config.signals)) for rule in config.rules.ordered()]
     if classify:
         steps += quality_classifier_steps(config, removed)
     if config.pii.emails or config.pii.ips:
         steps.append(PIISteps(remove_emails=config.pii.emails, remove_ips=config.pii.ips))
-    return steps
+    return steps + decontamination_steps(config, removed)
 
 
 def build_curate_pipeline(
@@ -118,7 +123,6 @@ def build_curate_pipeline(
     )
     steps.append(excluded(QualitySignals(config.signals, languages[0] if languages else "en", languages)))
     steps += judge_steps(config, excluded)
-    steps += decontamination_steps(config, removed)
     steps.append(DocumentWriter(curated, excluded.schema))
     return steps
 
@@ -139,12 +143,11 @@ def extraction_step(config: CurateConfig) -> MainTextExtractor:
     return MainTextExtractor(favour_precision=extraction.favour_precision, deduplicate=extraction.deduplicate, **shared)
 
 
-def decontamination_steps(config: CurateConfig, removed: str) -> list[PipelineStep]:
+def decontamination_steps(config: CurateConfig, removed: Removed) -> list[PipelineStep]:
     """Eval n-gram decontamination when the recipe names eval sets (``removed/decontamination/``)."""
     if not config.decontamination.enabled:
         return []
-    writer = DocumentWriter(f"{removed}/{DECONTAMINATION}", curated_schema(CONTAMINATION_FIELDS))
-    return [DecontaminationStep(config.decontamination, writer)]
+    return [DecontaminationStep(config.decontamination, removed.writer(DECONTAMINATION, CONTAMINATION_FIELDS))]
 
 
 def quality_classifier_steps(config: CurateConfig, removed: Removed) -> list[PipelineStep]:

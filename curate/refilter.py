@@ -1,16 +1,21 @@
-"""Judge stored documents again: the curate stage's rule, C4-edit and PII steps over its own output.
+"""Judge stored documents again: the curate stage's rule, C4-edit, PII and decontamination steps over
+its own output.
 
 Signals are stored beside the text, so a new threshold needs no extraction, language ID or
 tokenization. The pipeline streams every document the rules saw (the kept ones, then each rule's
-removed ones, in FineWeb's order) through ``curate.pipeline.judge_steps`` into new folders, and counts
-where each document was and where it went. Text that already is C4's output (kept, or removed after
-C4) is not edited again, nor is kept text PII-formatted again; a document that newly passes gets both,
-as in the curate stage. The quality classifier's drops are not read back (its step does not rerun).
+removed ones, in FineWeb's order, then decontamination's) through ``curate.pipeline.judge_steps`` into
+new folders, and counts where each document was and where it went. Text that already is C4's output
+(kept, or removed after C4) is not edited again, nor is text that passed PII (kept, or removed by
+decontamination) formatted again; a document that newly passes gets both, as in the curate stage.
+Decontamination reruns when the new recipe names eval sets (on the stored text, as in the curate
+stage); without eval sets, documents it removed before are judged by the rules alone. The quality
+classifier's drops are not read back (its step does not rerun).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,12 +25,19 @@ from datatrove.pipeline.base import PipelineStep
 
 from common.documents import DocumentWriter
 from curate.config import CurateConfig
-from curate.pipeline import PII_DONE_KEY, Removed, judge_steps
+from curate.pipeline import (
+    CONTAMINATION_FIELDS,
+    DECONTAMINATION,
+    PII_DONE_KEY,
+    Removed,
+    judge_steps,
+)
 from filters import c4
 from filters.quality import C4_TEXT_KEY
 
-ORIGIN_KEY = "_origin"  # where a document was: KEPT or a rule id; not a column
+ORIGIN_KEY = "_origin"  # where a document was: KEPT, a rule id or DECONTAMINATION; not a column
 KEPT = "curated"
+PII_FORMATTED = (KEPT, DECONTAMINATION)  # origins whose text passed PII formatting
 
 
 class Tally:
@@ -63,11 +75,12 @@ class JudgedDocuments(PipelineStep):
                 for batch in pq.ParquetFile(file).iter_batches():
                     for row in batch.to_pylist():
                         text, doc_id = row.pop("text") or "", row.pop("id")
-                        row.pop("filter_reason", None)  # judged again
+                        for judged_again in ("filter_reason", *(f.name for f in CONTAMINATION_FIELDS)):
+                            row.pop(judged_again, None)
                         row[ORIGIN_KEY] = origin
                         if origin == KEPT or origin in c4_output:
                             row[C4_TEXT_KEY] = text
-                        row[PII_DONE_KEY] = origin == KEPT
+                        row[PII_DONE_KEY] = origin in PII_FORMATTED
                         self.tally.before[origin] += 1
                         yield Document(text=text, id=doc_id, metadata=row)
 
@@ -91,19 +104,29 @@ class CountedRemoved(Removed):
         super().__init__(folder)
         self.tally = tally
 
-    def writer(self, step_id: str) -> DocumentWriter:
-        return CountingWriter(f"{self.folder}/{step_id}", self.schema, step_id, self.tally)
+    def writer(self, step_id: str, extra: Sequence[pa.Field] = ()) -> DocumentWriter:
+        return CountingWriter(f"{self.folder}/{step_id}", self.schema_for(extra), step_id, self.tally)
 
 
 def rule_ids(config: CurateConfig) -> list[str]:
     return [rule.FAMILY for rule in config.rules.ordered()]
 
 
+def judged_ids(config: CurateConfig, removed: Path) -> list[str]:
+    """The folders of ``removed`` a refilter reads back and writes: the rules', and decontamination's
+    when the run or the new recipe decontaminates."""
+    ids = rule_ids(config)
+    if config.decontamination.enabled or (removed / DECONTAMINATION).is_dir():
+        ids.append(DECONTAMINATION)
+    return ids
+
+
 def build_refilter_pipeline(
     config: CurateConfig, curated: Path, removed: Path, out: Path, tally: Tally
 ) -> list[PipelineStep]:
-    """``curated`` and ``removed/<rule id>/`` -> the rules of ``config`` -> ``out/curated``, ``out/removed``."""
-    sources = [(KEPT, curated)] + [(rule, removed / rule) for rule in rule_ids(config)]
+    """``curated``, ``removed/<rule id>/`` and ``removed/decontamination/`` -> the rules of ``config``
+    [and its decontamination] -> ``out/curated``, ``out/removed``."""
+    sources = [(KEPT, curated)] + [(step, removed / step) for step in judged_ids(config, removed)]
     excluded = CountedRemoved(str(out / "removed"), tally)
     return [
         JudgedDocuments(sources, tally),

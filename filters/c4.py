@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from filters.rule import Bound, Rule, Signals, Verdict, column
-from filters.words import Tokenized, WordTokenizer, count_sentences
+from filters.words import Tokenized, WordTokenizer
 
 FAMILY = "c4"
 SIGNALS = ("lorem_ipsum", "curly_bracket", "sentences", "lines_removed")
@@ -81,27 +81,23 @@ def _line_spans(text: str) -> list[tuple[int, int, str]]:
 
 def edit(tok: Tokenized, tokenizer: WordTokenizer, options: C4Options) -> C4Result:
     """C4QualityFilter(filter_no_terminal_punct=False) line loop, without early exit."""
-    tokens = tok.tokens
     kept: list[str] = []
     kept_words = sentences = removed = 0
     lorem_line = curly_line = -1
     t = 0
     for index, (start, end, line) in enumerate(_line_spans(tok.text)):
-        while t < len(tokens) and tokens[t][0] < start:
-            t += 1
-        first = t
-        while t < len(tokens) and tokens[t][0] < end:
-            t += 1
-        line_tokens = tokens[first:t]
+        first, t = tok.span(start, end, t)
+        line_tokens = (tok, first, t)  # the line's tokens: a range of the document's
         words = line.split()
-        if options.max_word_length != -1 and any(len(w) > options.max_word_length for w in words):
+        if options.max_word_length != -1 and words and max(map(len, words)) > options.max_word_length:
             removed += 1
             continue
         if options.remove_citations and "[" in line:
             cleaned = CITATION_REGEX.sub("", line)
             if cleaned != line:
                 line = cleaned
-                line_tokens = tokenizer.tokenize(line).tokens
+                retokenized = tokenizer.tokenize(line)
+                line_tokens = (retokenized, 0, len(retokenized.texts))
         if len(words) < options.min_words_per_line:
             removed += 1
             continue
@@ -116,8 +112,9 @@ def edit(tok: Tokenized, tokenizer: WordTokenizer, options: C4Options) -> C4Resu
         if options.filter_policy and any(p in lowered for p in POLICY_SUBSTRINGS):
             removed += 1
             continue
-        sentences += count_sentences(line_tokens) if tokenizer.is_spacy else tokenizer.sentences(line)
-        kept_words += sum(1 for tk in line_tokens if tk[1])
+        source, a, b = line_tokens
+        sentences += source.sentences(a, b) if tokenizer.is_spacy else tokenizer.sentences(line)
+        kept_words += source.word_count(a, b)
         kept.append(line)
     return C4Result(kept, kept_words, sentences, lorem_line, curly_line, removed)
 

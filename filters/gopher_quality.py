@@ -9,6 +9,7 @@ signal they bound (datatrove's ``min_doc_words`` is ``min_word_count``, its one
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 from datatrove.utils.text import PUNCTUATION_SET
@@ -36,19 +37,24 @@ class GopherQualityOptions:
 
 
 def signals(text: str, words: list[str], options: GopherQualityOptions) -> dict[str, float]:
+    """datatrove's per-word tests run once per distinct word, weighted by its count (words recur)."""
     n_words = len(words)
-    non_symbol = [w for w in words if any(ch not in PUNCTUATION_SET for ch in w)]
+    counts = Counter(words)
+    non_symbol = [w for w in counts if any(ch not in PUNCTUATION_SET for ch in w)]
+    n_non_symbol = sum(map(counts.__getitem__, non_symbol))
+    non_symbol_chars = sum(len(w) * counts[w] for w in non_symbol)
+    alpha_words = sum(counts[w] for w in counts if any(c.isalpha() for c in w))
     lines = text.splitlines()
     n_lines = len(lines)
     return {
-        "word_count": float(len(non_symbol)),
-        "mean_word_length": (sum(map(len, non_symbol)) / len(non_symbol)) if non_symbol else math.nan,
+        "word_count": float(n_non_symbol),
+        "mean_word_length": (non_symbol_chars / n_non_symbol) if n_non_symbol else math.nan,
         "hash_word_ratio": ratio(text.count("#"), n_words),
         "ellipsis_word_ratio": ratio(text.count("...") + text.count("…"), n_words),
         "bullet_lines_ratio": ratio(sum(s.lstrip().startswith(("•", "-")) for s in lines), n_lines),
         "end_ellipsis_lines_ratio": ratio(sum(s.rstrip().endswith(("...", "…")) for s in lines), n_lines),
-        "alpha_words_ratio": ratio(sum(any(c.isalpha() for c in w) for w in words), n_words),
-        "stop_word_count": float(len(set(options.stop_words).intersection(words))),
+        "alpha_words_ratio": ratio(alpha_words, n_words),
+        "stop_word_count": float(len(set(options.stop_words).intersection(counts))),
     }
 
 

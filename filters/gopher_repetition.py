@@ -11,11 +11,15 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
 from filters.rule import Bound, Rule, Signals, Verdict, column, ratio
 
 FAMILY = "gopher_repetition"
 TOP_N_GRAMS = (2, 3, 4)  # datatrove's default n of top_n_grams / dup_n_grams: the signals a run stores
 DUP_N_GRAMS = (5, 6, 7, 8, 9, 10)
+HASH_BASE = 0x9E3779B97F4A7C15  # odd: invertible mod 2**64
+HASH_BASE_INVERSE = pow(HASH_BASE, -1, 1 << 64)
 PARAGRAPH_SPLIT = re.compile(r"\n{2,}")
 LINE_SPLIT = re.compile("\n+")
 SIGNALS = (
@@ -41,17 +45,107 @@ def find_duplicates(items: list[str]) -> tuple[int, int]:
     return dup_items, dup_chars
 
 
+def word_ids(words: list[str]) -> np.ndarray:
+    """Each word's rank among the distinct words in order of first appearance (equal words, equal ids)."""
+    rank = {word: i for i, word in enumerate(dict.fromkeys(words))}
+    return np.fromiter(map(rank.__getitem__, words), dtype=np.uint64, count=len(words))
+
+
 def top_ngram_chars(words: list[str], n: int) -> int:
-    """Characters covered by the most frequent word n-gram (first seen wins ties, as in datatrove)."""
+    """Characters covered by the most frequent word n-gram (datatrove's ``find_top_duplicate`` over
+    space-joined n-grams, whose words hold no space; first seen wins ties, as ``most_common``).
+
+    Each n-gram is a number (its word ids in base ``distinct words``), counted by one ``np.unique``."""
     if len(words) < n:
         return 0
+    ids = word_ids(words)
+    base = int(ids.max()) + 1
+    if base**n >= 1 << 64:  # too many distinct words for one 64-bit key
+        return _top_ngram_chars_counter(words, n)
+    keys = np.zeros(len(words) - n + 1, dtype=np.uint64)
+    for k in range(n):
+        keys = keys * np.uint64(base) + ids[k : len(ids) - n + 1 + k]
+    _, first, counts = np.unique(keys, return_index=True, return_counts=True)
+    top = counts.max()
+    start = int(first[counts == top].min())
+    return (sum(map(len, words[start : start + n])) + n - 1) * int(top)
+
+
+def _top_ngram_chars_counter(words: list[str], n: int) -> int:
     counts = Counter(zip(*(words[i:] for i in range(n)), strict=False))
     gram, count = counts.most_common(1)[0]
     return (sum(map(len, gram)) + n - 1) * count
 
 
-def duplicated_ngram_chars(words: list[str], n: int) -> int:
+class JoinedGrams:
+    """The word n-grams of a text as datatrove's ``find_all_duplicate`` sees them: the n words joined
+    without separator, so different word splits of the same characters are the same gram.
+
+    Every gram is a slice of the one joined string; a polynomial hash of its characters (prefix sums
+    mod 2**64, so a gram's hash costs two array reads) groups equal grams without building them.
+    """
+
+    def __init__(self, words: list[str]):
+        self.joined = "".join(words)
+        self.offsets = np.zeros(len(words) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, words), dtype=np.int64, count=len(words)), out=self.offsets[1:])
+        chars = np.frombuffer(self.joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.uint64)
+        powers = np.full(len(chars) + 1, HASH_BASE, dtype=np.uint64)
+        powers[0] = 1
+        self.powers = np.cumprod(powers)  # HASH_BASE**i mod 2**64 (uint64 arithmetic wraps)
+        inverse = np.full(len(chars) + 1, HASH_BASE_INVERSE, dtype=np.uint64)
+        inverse[0] = 1
+        self.prefix = np.zeros(len(chars) + 1, dtype=np.uint64)
+        np.cumsum(chars * np.cumprod(inverse)[:-1], out=self.prefix[1:])  # sum of c_k * HASH_BASE**-k
+
+    def gram(self, start: int, n: int) -> str:
+        return self.joined[self.offsets[start] : self.offsets[start + n]]
+
+    def hashes(self, n: int) -> np.ndarray:
+        """Hash of each n-gram: sum of c_k * HASH_BASE**(k - start) over its characters."""
+        starts, ends = self.offsets[:-n], self.offsets[n:]
+        return (self.prefix[ends] - self.prefix[starts]) * self.powers[starts]
+
+    def duplicated_chars(self, n: int) -> int | None:
+        """datatrove's walk: from position 0, a gram seen at a visited position adds its characters
+        and jumps n positions, any other is remembered and the walk moves one on. None when two
+        different grams share a hash (the caller walks the strings)."""
+        if len(self.offsets) - 1 < n:
+            return 0
+        _, first, inverse = np.unique(self.hashes(n), return_index=True, return_inverse=True)
+        earliest = first[inverse]  # the first position of each gram's hash
+        later = np.flatnonzero(earliest != np.arange(len(earliest)))
+        if not len(later):
+            return 0
+        # only a later occurrence can repeat; the positions between two of them are first ones,
+        # visited unless a jump skipped them
+        skipped: set[int] = set()
+        revisited: set[int] = set()  # grams whose first position was skipped, visited later
+        repeated = idx = 0
+        for pos, head in zip(later.tolist(), earliest[later].tolist(), strict=True):
+            if pos < idx:
+                continue
+            gram = self.gram(pos, n)
+            if gram != self.gram(head, n):
+                return None
+            if head not in skipped or head in revisited:
+                repeated += len(gram)
+                skipped.update(range(pos + 1, pos + n))
+                idx = pos + n
+            else:
+                revisited.add(head)
+                idx = pos + 1
+        return repeated
+
+
+def duplicated_ngram_chars(words: list[str], n: int, grams: JoinedGrams | None = None) -> int:
     """Characters in non-overlapping repeated n-grams (datatrove's ``find_all_duplicate``)."""
+    found = (grams or JoinedGrams(words)).duplicated_chars(n)
+    return _duplicated_ngram_chars_walk(words, n) if found is None else found
+
+
+def _duplicated_ngram_chars_walk(words: list[str], n: int) -> int:
+    """datatrove's walk over the gram strings themselves (after a hash collision)."""
     n_words = len(words)
     unique: set[str] = set()
     repeated, idx = 0, 0
@@ -83,8 +177,9 @@ def signals(text: str, words: list[str]) -> dict[str, float]:
     }
     for n in TOP_N_GRAMS:
         out[f"top_{n}_gram"] = ratio(top_ngram_chars(words, n), length)
+    grams = JoinedGrams(words)
     for n in DUP_N_GRAMS:
-        out[f"duplicated_{n}_n_grams"] = ratio(duplicated_ngram_chars(words, n), length)
+        out[f"duplicated_{n}_n_grams"] = ratio(duplicated_ngram_chars(words, n, grams), length)
     return out
 
 

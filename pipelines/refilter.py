@@ -1,7 +1,8 @@
 """``python -m pipelines.refilter RUN --recipe NEW.yaml``: re-apply rule thresholds to a finished run.
 
-Every document that reached the rules (``curated/`` plus ``removed/<rule>/``) is judged again by the
-new recipe's rules, in FineWeb's order, with the curate stage's own steps
+Every document that reached the rules (``curated/`` plus ``removed/<rule>/`` and
+``removed/decontamination/``) is judged again by the new recipe's rules, in FineWeb's order, and
+decontaminated against its eval sets when it names any, with the curate stage's own steps
 (``curate.refilter.build_refilter_pipeline``, streaming); the output goes to ``RUN/refilter/<name>/``
 and the counts before and after are printed. What a threshold change cannot express (C4's line-level
 options, stop words, the language model) is part of ``signals``/``language`` and needs a new curate
@@ -20,7 +21,7 @@ from datatrove.pipeline.base import PipelineStep
 
 from common.config import ConfigError
 from common.lock import FolderUnavailable, check_writable
-from curate.refilter import KEPT, Tally, build_refilter_pipeline, rule_ids
+from curate.refilter import KEPT, Tally, build_refilter_pipeline, judged_ids
 from pipelines.layout import RunLayout
 from pipelines.recipe import Recipe, load_recipe
 
@@ -48,7 +49,7 @@ def refilter(run: Path, recipe: Recipe, out: Path | None = None) -> dict:
     return {
         "output": str(out),
         "documents": sum(tally.before.values()),
-        "steps": [KEPT, *rule_ids(recipe.curate)],
+        "steps": [KEPT, *judged_ids(recipe.curate, layout.removed_root)],
         "before": dict(tally.before),
         "after": dict(tally.after),
         "reasons": dict(tally.reasons.most_common()),

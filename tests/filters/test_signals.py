@@ -115,7 +115,7 @@ def test_sentence_count_matches_spacy_sentencizer(line: str) -> None:
 
     tokenizer = WordTokenizer("en")
     with tokenizer.batch():
-        assert count_sentences(tokenizer.tokenize(line).tokens) == len(split_into_sentences(line, "eng"))
+        assert count_sentences(tokenizer.tokenize(line).kinds) == len(split_into_sentences(line, "eng"))
 
 
 def test_tokenizer_memory_bound_rebuilds_spacy_with_the_same_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,11 +125,11 @@ def test_tokenizer_memory_bound_rebuilds_spacy_with_the_same_tokens(monkeypatch:
 
     tokenizer = WordTokenizer("en")
     with tokenizer.batch():
-        before = [tokenizer.tokenize(text).tokens for text in SYNTHETIC]
+        before = [tokenizer.tokenize(text) for text in SYNTHETIC]
     first = tokenizer._impl.tokenizer
     assert len(first.vocab.strings) > 50
     monkeypatch.setattr(words, "MAX_VOCAB_STRINGS", 50)
     with tokenizer.batch():
-        after = [tokenizer.tokenize(text).tokens for text in SYNTHETIC]
+        after = [tokenizer.tokenize(text) for text in SYNTHETIC]
     assert tokenizer._impl.tokenizer is not first
     assert after == before

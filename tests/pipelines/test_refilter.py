@@ -86,3 +86,51 @@ def test_recipe_validation_errors_are_one_line(tmp_path: Path) -> None:
         else:
             raise AssertionError(f"accepted: {text!r}")
     assert load_recipe().curate.rules.fineweb.max_char_dup_ratio == 0.01
+
+
+def test_eval_sets_in_the_recipe_decontaminate_again_and_back(sample_run: Path, tmp_path: Path) -> None:
+    """Refilter reruns decontamination when the recipe names eval sets (the curate stage's step), and a
+    refilter without them brings its documents back, their text as it was (not C4-edited or PII-
+    formatted twice)."""
+    from curate.refilter import Tally, build_refilter_pipeline
+    from pipelines.refilter import refilter, run_steps
+
+    kept = {
+        row["id"]: row["text"]
+        for f in (sample_run / "curated").glob("*.parquet")
+        for row in pq.read_table(f).to_pylist()
+    }
+    target, text = next(
+        (i, t) for i, t in sorted(kept.items()) if max(map(len, (ln.split() for ln in t.splitlines()))) >= 20
+    )
+    passage = " ".join(max((ln.split() for ln in text.splitlines()), key=len)[:20])
+    planted = tmp_path / "planted.txt"
+    planted.write_text(passage + "\n")
+    data = yaml.safe_load(DEFAULT_RECIPE.read_text())
+    data["name"] = "decont"
+    data["decontamination"]["eval_sets"] = [str(planted)]
+    recipe_path = tmp_path / "decont.yaml"
+    recipe_path.write_text(yaml.safe_dump(data))
+
+    once = tmp_path / "once"
+    result = refilter(sample_run, load_recipe(recipe_path), once)
+    removed = {
+        row["id"]: row
+        for f in (once / "removed" / "decontamination").glob("*.parquet")
+        for row in pq.read_table(f).to_pylist()
+    }
+    assert target in removed and set(removed) <= set(kept)
+    for row in removed.values():
+        assert row["filter_reason"].startswith("contaminated[planted]: ") and row["contaminated_task"] == "planted"
+        assert row["contaminated_ngram"] in row["filter_reason"]
+    assert _count(once / "curated") == len(kept) - len(removed)
+    assert result["moved"]["curated -> decontamination"] == len(removed)
+    assert "decontamination" in result["steps"]
+
+    tally, back = Tally(), tmp_path / "back"
+    run_steps(build_refilter_pipeline(load_recipe().curate, once / "curated", once / "removed", back, tally))
+    assert tally.moved[("decontamination", "curated")] == len(removed)
+    restored = {
+        row["id"]: row["text"] for f in (back / "curated").glob("*.parquet") for row in pq.read_table(f).to_pylist()
+    }
+    assert restored == kept

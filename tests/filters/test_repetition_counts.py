@@ -1,0 +1,60 @@
+"""The Gopher repetition counts, computed over hashes and word ids, equal datatrove's string walks."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from datatrove.pipeline.filters.gopher_repetition_filter import find_all_duplicate, find_top_duplicate, get_n_grams
+
+from filters import gopher_repetition
+from filters.gopher_repetition import JoinedGrams, duplicated_ngram_chars, top_ngram_chars
+
+CASES = [
+    [],
+    ["one"],
+    "a b c d e f g h i j".split(),
+    "the cat sat on the mat and the cat sat on the mat again".split(),
+    # different word splits of the same characters are the same joined gram in datatrove's walk
+    ["ab", "c", "d", "e", "f", "x", "a", "bc", "d", "e", "f", "y", "ab", "c", "d", "e", "f"],
+    ["é", "ü", "漢字", "😀", "é", "ü", "漢字", "😀", "é", "ü", "漢字", "😀"] * 3,
+    ["x"] * 40,
+    # ties: equally frequent n-grams, the first seen wins
+    "p q r s p q r s u v w z u v w z".split(),
+]
+
+
+def random_words(seed: int) -> list[str]:
+    rng = random.Random(seed)
+    vocab = ["a", "b", "ab", "ba", "aa", "the", "cat", "c", "at"]
+    return [rng.choice(vocab) for _ in range(rng.randint(0, 300))]
+
+
+@pytest.mark.parametrize("words", CASES + [random_words(seed) for seed in range(40)])
+def test_counts_equal_datatrove(words: list[str]) -> None:
+    grams = JoinedGrams(words)
+    for n in range(1, 11):
+        assert duplicated_ngram_chars(words, n, grams) == find_all_duplicate(words, n), n
+    for n in (1, 2, 3, 4):
+        expected = find_top_duplicate(get_n_grams(words, n)) if len(words) >= n else 0
+        assert top_ngram_chars(words, n) == expected, n
+
+
+def test_hash_collision_falls_back_to_the_string_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every gram hashing alike must not make different grams repeats: the strings decide."""
+    words = "the cat sat on the mat and the cat sat on the mat again".split()
+    monkeypatch.setattr(JoinedGrams, "hashes", lambda self, n: np.zeros(len(self.offsets) - n, dtype=np.uint64))
+    for n in (2, 3, 5):
+        assert duplicated_ngram_chars(words, n) == find_all_duplicate(words, n)
+
+
+def test_many_distinct_words_use_the_counter(monkeypatch: pytest.MonkeyPatch) -> None:
+    words = [f"w{i}" for i in range(70_000)] + ["w1", "w2", "w3"]
+    called = []
+    original = gopher_repetition._top_ngram_chars_counter
+    monkeypatch.setattr(
+        gopher_repetition, "_top_ngram_chars_counter", lambda w, n: called.append(n) or original(w, n)
+    )
+    assert top_ngram_chars(words, 4) == find_top_duplicate(get_n_grams(words, 4))
+    assert called == [4]
