@@ -65,11 +65,9 @@ def sharded_sequences(
     cos, sin = full_cos[:t].clone(), full_sin[:t].clone()
     model.rope_cos, model.rope_sin = cos, sin
     buffers = [inputs, targets, cos, sin]
+    ring = context_parallel(mesh["cp"], buffers=buffers, buffer_seq_dims=[1, 1, 0, 0], no_restore_buffers=set(buffers))
     try:
-        with (
-            sdpa_kernel(_RING_KERNELS),
-            context_parallel(mesh["cp"], buffers=buffers, buffer_seq_dims=[1, 1, 0, 0], no_restore_buffers=set(buffers)),
-        ):
+        with sdpa_kernel(_RING_KERNELS), ring:
             yield inputs, targets
     finally:
         model.rope_cos, model.rope_sin = full_cos, full_sin
