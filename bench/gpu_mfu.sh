@@ -93,22 +93,26 @@ for r in rows:
     print(f"{str(r['compile']):>8} {r['ac']:>10} {r['tokens_per_s']:>12,.0f} {r['mfu']:>7.1%} "
           f"{r['peak_mem_gib']:>9.1f} {r['step_s_median']:>8.3f}")
 EOF
-# Layouts: "dp_replicate dp_shard tp pp" whose product is the rank count (GPUs, or LAYOUT_RANKS on CPU).
+# Layouts: "dp_replicate dp_shard tp pp [cp]" whose product is the rank count (GPUs, or LAYOUT_RANKS on CPU).
 RANKS=${LAYOUT_RANKS:-$NGPU}
 LAYOUT_RESULTS="$OUT_DIR/gpu_layouts.jsonl"
 : > "$LAYOUT_RESULTS"
+# A fifth field is the context-parallel degree (ring attention: CUDA only, skipped on CPU).
 for layout in "1 $RANKS 1 1" "2 $((RANKS / 2)) 1 1" "1 $((RANKS / 2)) 2 1" "1 $((RANKS / 2)) 1 2" \
-              "1 $((RANKS / 4)) 2 2" "1 $((RANKS / 8)) 8 1" "1 $((RANKS / 8)) 4 2"; do
-  read -r rep shard tp pp <<<"$layout"
-  if [ "$shard" -lt 1 ] || [ $(( rep * shard * tp * pp )) -ne "$RANKS" ]; then continue; fi
+              "1 $((RANKS / 4)) 2 2" "1 $((RANKS / 8)) 8 1" "1 $((RANKS / 8)) 4 2" \
+              "1 $((RANKS / 2)) 1 1 2" "1 $((RANKS / 4)) 2 1 2"; do
+  read -r rep shard tp pp cp <<<"$layout"
+  cp=${cp:-1}
+  if [ "$cp" -gt 1 ] && [ "$DEVICE" != cuda ]; then continue; fi
+  if [ "$shard" -lt 1 ] || [ $(( rep * shard * tp * pp * cp )) -ne "$RANKS" ]; then continue; fi
   left=$(( BUDGET - ($(date +%s) - START) ))
   if [ "$left" -lt 30 ]; then echo "== layout $layout: skipped, budget spent"; continue; fi
   limit=$(( left < RUN_TIMEOUT ? left : RUN_TIMEOUT ))
   flags=(--model "$MODEL" --seq-len "$SEQ" --micro-batch "$MB" --steps "$STEPS" --warmup "$WARMUP" --device "$DEVICE"
-         --dp-replicate "$rep" --dp-shard "$shard" --tp "$tp" --pp "$pp" --grad-accum $(( pp > 1 ? 2 * pp : 1 )) --gpu "${GPU:-auto}")
+         --dp-replicate "$rep" --dp-shard "$shard" --tp "$tp" --pp "$pp" --cp "$cp" --grad-accum $(( pp > 1 ? 2 * pp : 1 )) --gpu "${GPU:-auto}")
   [ "$DEVICE" = cuda ] && flags+=(--bf16)
-  log="$LOGS/layout_${rep}_${shard}_${tp}_${pp}.log"
-  echo "== layout dp_replicate $rep x dp_shard $shard x tp $tp x pp $pp"
+  log="$LOGS/layout_${rep}_${shard}_${tp}_${pp}_${cp}.log"
+  echo "== layout dp_replicate $rep x dp_shard $shard x tp $tp x pp $pp x cp $cp"
   launch "$RANKS" "$limit" "$log" "$LAYOUT_RESULTS" bench.layout_step "${flags[@]}" || true
 done
 echo "total $(( $(date +%s) - START )) s; results in $RESULTS and $LAYOUT_RESULTS"

@@ -15,6 +15,7 @@ import argparse
 import json
 import statistics
 import time
+from dataclasses import replace
 
 import torch
 
@@ -30,7 +31,7 @@ def main() -> None:
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--micro-batch", type=int, default=2)
     parser.add_argument("--grad-accum", type=int, default=0, help="default: pp (the fewest a pipeline runs)")
-    for name in ("dp-replicate", "tp", "pp"):
+    for name in ("dp-replicate", "tp", "pp", "cp"):
         parser.add_argument(f"--{name}", type=int, default=1)
     parser.add_argument("--dp-shard", type=int, default=-1)
     parser.add_argument("--pp-schedule", default="1F1B")
@@ -48,10 +49,12 @@ def main() -> None:
     from trainer.mesh import ParallelDims
     from trainer.optim import OptimConfig
 
-    dims = ParallelDims(dp_replicate=args.dp_replicate, dp_shard=args.dp_shard, tp=args.tp, pp=args.pp)
+    dims = ParallelDims(dp_replicate=args.dp_replicate, dp_shard=args.dp_shard, tp=args.tp, pp=args.pp, cp=args.cp)
     info = init_distributed(args.device, dims)
     untied = args.pp > 1 or None
     cfg = get_preset(args.model, tie_embeddings=False if untied else None).with_vocab(args.vocab)
+    if args.cp > 1:  # the ring attention kernels take no GQA (trainer/context_parallel.py)
+        cfg = replace(cfg, n_kv_heads=cfg.n_heads)
     accum = args.grad_accum or args.pp
     engine = TrainEngine(
         cfg, info, OptimConfig(), 10_000, bf16=args.bf16, ac=args.ac, compile=args.compile, pp_schedule=args.pp_schedule
@@ -75,17 +78,18 @@ def main() -> None:
     if info.is_main:
         record = {
             "model": args.model,
-            "layout": layout.flags,
+            "layout": layout.flags + (f" --cp {d.cp}" if d.cp > 1 else ""),
             "ranks": info.world_size,
             "compile": args.compile,
             "bf16": args.bf16,
             "step_s_median": step_s,
             "tokens_per_s": tokens_per_s,
             "mfu": tokens_per_s * flops_per_token(cfg, args.seq_len) / (peak * info.world_size),
-            "planner_mfu": planned.mfu if name != "cpu" else None,  # the planner knows GPUs' peaks and links
+            # the planner knows GPUs' peaks and links, not CP (its figures are for cp 1)
+            "planner_mfu": planned.mfu if name != "cpu" and d.cp == 1 else None,
             "peak": name,
             "peak_mem_gib": measured,
-            "planner_mem_gib": planned.total_bytes / 2**30,
+            "planner_mem_gib": planned.total_bytes / 2**30 if d.cp == 1 else None,
         }
         print(json.dumps(record), flush=True)
     shutdown(info)

@@ -5,12 +5,14 @@ Kept apart from the loop so the CLI, the tests and the benchmark all time and ch
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from trainer.config import ModelConfig
+from trainer.context_parallel import check_supported, sharded_sequences
 from trainer.distributed import DistInfo, all_reduce_mean
 from trainer.materialize import build_sharded
 from trainer.model import Transformer, lm_loss
@@ -52,6 +54,8 @@ class TrainEngine:
     ) -> None:
         self.device, self.optim_cfg, self.world_size = dist_info.device, optim, dist_info.world_size
         self.mesh = dist_info.mesh
+        check_supported(dist_info.dims.cp, model_cfg, pp=dist_info.dims.pp, document_masking=document_eot is not None)
+        self.cp = dist_info.dims.cp > 1  # context parallel: each cp rank runs a slice of every sequence
         self.forward_kw = {} if document_eot is None else {"document_eot": document_eot}  # document masking
         param_dtype = torch.bfloat16 if bf16 else None
         # PP: the step runs through a schedule (trainer/pipeline_parallel.py) instead of the loop below
@@ -92,6 +96,12 @@ class TrainEngine:
             return batch.pin_memory().to(self.device, non_blocking=True)
         return batch
 
+    def _sequences(self, batch: torch.Tensor) -> AbstractContextManager[tuple[torch.Tensor, torch.Tensor]]:
+        """(inputs, targets) of a (B, T + 1) batch; under CP this rank's slices, inside the ring attention."""
+        if self.cp:
+            return sharded_sequences(self.mesh, self.model, batch[:, :-1], batch[:, 1:])
+        return nullcontext((batch[:, :-1], batch[:, 1:]))
+
     def train_step(
         self, micro_batches: list[torch.Tensor], guard: SpikeGuard | None = None, loss_scale: float = 1.0
     ) -> StepOutput:
@@ -112,9 +122,9 @@ class TrainEngine:
         for i, batch in enumerate(micro_batches):
             set_gradient_sync(self.model, i == n - 1)
             batch = self._to_device(batch)
-            with loss_context(self.mesh):  # TP: the loss on vocab-sharded logits
-                logits = self.model(batch[:, :-1], **self.forward_kw)
-                loss = lm_loss(logits, batch[:, 1:], self.optim_cfg.z_loss) / n
+            with loss_context(self.mesh), self._sequences(batch) as (inputs, targets):  # TP loss; CP ring
+                logits = self.model(inputs, **self.forward_kw)
+                loss = lm_loss(logits, targets, self.optim_cfg.z_loss) / n
                 if loss_scale != 1.0:
                     loss = loss * loss_scale
                 loss.backward()

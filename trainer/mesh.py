@@ -12,6 +12,7 @@ read the same windows.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -67,8 +68,14 @@ class ParallelDims:
         return tuple(getattr(self, name) for name in MESH_DIMS)
 
     def build_mesh(self, device_type: str) -> DeviceMesh:
-        """The world mesh with every dimension named, size-1 ones too (so code can ask any dim its size)."""
-        return init_device_mesh(device_type, self.sizes(), mesh_dim_names=MESH_DIMS)
+        """The world mesh with every dimension named, size-1 ones too (so code can ask any dim its size).
+
+        Under CP also `dp_shard_cp` (dp_shard x cp flattened): FSDP's shard dimension, as in torchtitan.
+        """
+        mesh = init_device_mesh(device_type, self.sizes(), mesh_dim_names=MESH_DIMS)
+        if self.cp > 1:
+            mesh["dp_shard", "cp"]._flatten("dp_shard_cp")
+        return mesh
 
 
 def check_runs_on(dims: ParallelDims, device_type: str) -> None:
@@ -76,10 +83,8 @@ def check_runs_on(dims: ParallelDims, device_type: str) -> None:
     if dims.cp > 1 and device_type != "cuda":
         raise ValueError(
             f"context parallel (--cp {dims.cp}) cannot run on {device_type}: torch's ring attention "
-            "(context_parallel) needs CUDA's flash or memory-efficient attention kernels"
+            "(context_parallel) needs CUDA's flash or memory-efficient attention kernels, which gloo ranks lack"
         )
-    if dims.cp > 1:
-        raise ValueError(f"context parallel (--cp {dims.cp}) is not wired into the training step yet; use --cp 1")
 
 
 def dp_coordinate(mesh: DeviceMesh) -> tuple[int, int]:
@@ -92,10 +97,16 @@ def dp_coordinate(mesh: DeviceMesh) -> tuple[int, int]:
 
 
 def fsdp_mesh(mesh: DeviceMesh) -> DeviceMesh:
-    """FSDP2's mesh: 2-D (replicate x shard) for HSDP, else the shard dimension alone (ZeRO-3)."""
-    if mesh["dp_replicate"].size() > 1:
-        return mesh["dp_replicate", "dp_shard"]
-    return mesh["dp_shard"]
+    """FSDP2's mesh: 2-D (replicate x shard) for HSDP, else the shard dimension alone (ZeRO-3).
+
+    Under context parallel the shard dimension is dp_shard x cp: cp ranks hold different tokens of
+    the same batch, so their gradients are averaged (and their parameters sharded) with dp_shard's.
+    """
+    shard = "dp_shard_cp" if mesh["cp"].size() > 1 else "dp_shard"
+    names = ("dp_replicate", shard) if mesh["dp_replicate"].size() > 1 else (shard,)
+    with warnings.catch_warnings():  # torch 2.13 warns that slicing a flattened dim will be deprecated
+        warnings.filterwarnings("ignore", message="Slicing a flattened dim")
+        return mesh[names]
 
 
 def dim_size(mesh: DeviceMesh, name: str) -> int:

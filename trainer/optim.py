@@ -55,13 +55,10 @@ def build_optimizer(
     betas: tuple[float, float] = (0.9, 0.95),
     eps: float = 1e-8,
 ) -> torch.optim.AdamW:
-    """AdamW; the fused kernel on CUDA (one launch for all parameters), foreach elsewhere."""
-    on_cuda = next(model.parameters()).device.type == "cuda"
-    return torch.optim.AdamW(
-        param_groups(model, weight_decay),
-        lr=lr,
-        betas=betas,
-        eps=eps,
-        fused=True if on_cuda else None,
-        foreach=None if on_cuda else True,
-    )
+    """AdamW with the fused kernel, on CUDA (one launch for all parameters) and on CPU alike.
+
+    On CPU the fused kernel is 6x faster than foreach on the nanoGPT-sized model (0.7 vs 4.4 ms a
+    step, ~4 % of the step, issue 17); the update is the same formula, rounded differently
+    (9e-8 apart after 200 steps), and as deterministic, so resume stays exact.
+    """
+    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=betas, eps=eps, fused=True)

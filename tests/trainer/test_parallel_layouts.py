@@ -1,8 +1,9 @@
 """Every layout of the mesh trains the same model on the same data as one process: 4 gloo ranks, fp32.
 
-Run as a module under torchrun (`-m tests.trainer.test_parallel_layouts SHARDS VOCAB OUT`), this file
+Run as a module under torchrun (`-m tests.trainer.test_parallel_layouts SHARDS OUT`), this file
 is the worker: one launch trains each layout in turn on the same 4 processes (a fresh mesh per
-layout), so the slow part, starting 4 ranks on 2 cores, is paid once. Every layout reads the same
+layout), so the slow part, starting 4 ranks on 2 cores, is paid once; a second launch of 8 ranks
+runs HSDP 2 x 2 x TP 2. Every layout reads the same
 global batch (micro-batch x accumulation x data-parallel degree = 16 windows), so all of them are
 compared with one single-process run of the engine: the losses of 6 steps within 1e-5 relative and
 the gathered gradients of step 1 within 1e-5.
@@ -40,6 +41,11 @@ LAYOUTS: dict[str, tuple[ParallelDims, str]] = {
     "pp2_fsdp2_zero_bubble": (ParallelDims(pp=2, dp_shard=2), "InterleavedZeroBubble"),
     "pp2_tp2": (ParallelDims(pp=2, dp_shard=1, tp=2), "1F1B"),
 }
+# 8 ranks (a second launch, kept to the one layout that needs them): HSDP x TP
+LAYOUTS_8: dict[str, tuple[ParallelDims, str]] = {
+    "hsdp2x2_tp2": (ParallelDims(dp_replicate=2, dp_shard=2, tp=2), "1F1B"),
+}
+LAYOUTS_BY_WORLD = {4: LAYOUTS, 8: LAYOUTS_8}
 
 
 def model_config() -> ModelConfig:
@@ -47,14 +53,14 @@ def model_config() -> ModelConfig:
     return replace(get_preset("tiny", qk_norm=True, tie_embeddings=False), n_layers=4).with_vocab(VOCAB)
 
 
-def run_layout(info: DistInfo, shards: Path, schedule: str) -> dict:
+def run_layout(info: DistInfo, shards: Path, schedule: str, cfg: ModelConfig | None = None) -> dict:
     """STEPS steps of the engine under `info`'s layout: the initial weights, the losses, step 1's gradients."""
     index = WindowIndex(ShardReader(shards), SEQ)
     accum = GLOBAL // (MICRO * info.dp_size)
     plan = EpochPlan(index.num_windows, MICRO, accum, info.dp_size, SEQ)
     loader = EpochLoader(index, plan, info.dp_rank, seed=0)
     optim = OptimConfig(lr=3e-3, warmup_steps=2)
-    engine = TrainEngine(model_config(), info, optim, plan.steps, seed=0, bf16=False, pp_schedule=schedule)  # type: ignore[arg-type]
+    engine = TrainEngine(cfg or model_config(), info, optim, plan.steps, seed=0, bf16=False, pp_schedule=schedule)  # type: ignore[arg-type]
     init = {n: _full(p) for n, p in engine.model.named_parameters()}
     losses, grads = [], {}
     for micro in loader:
@@ -74,28 +80,47 @@ def worker(shards: Path, out: Path) -> None:
     from trainer.distributed import init_distributed, relayout, shutdown
 
     info = init_distributed("cpu")
-    for name, (dims, schedule) in LAYOUTS.items():
+    for name, (dims, schedule) in LAYOUTS_BY_WORLD[info.world_size].items():
         torch.save(run_layout(relayout(info, dims), shards, schedule), out / f"{name}.rank{info.rank}.pt")
     shutdown(info)
 
 
 @pytest.fixture(scope="module")
-def layouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    from tests.support.trainer_inputs import synthetic_run_inputs, torchrun
+def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.support.trainer_inputs import synthetic_run_inputs
 
-    root = tmp_path_factory.mktemp("layouts")
-    shards, _ = synthetic_run_inputs(root, vocab=VOCAB, n_docs=200, seq_len=SEQ)
-    torchrun(["-m", "tests.trainer.test_parallel_layouts", str(shards), str(root)], nproc=4, timeout=900)
+    return synthetic_run_inputs(tmp_path_factory.mktemp("layout_data"), vocab=VOCAB, n_docs=200, seq_len=SEQ)[0]
+
+
+@pytest.fixture(scope="module")
+def reference(shards: Path) -> dict:
+    return _single_process(shards)
+
+
+@pytest.fixture(scope="module")
+def layouts(tmp_path_factory: pytest.TempPathFactory, shards: Path, reference: dict) -> dict[str, dict]:
+    return {**_launch(tmp_path_factory.mktemp("layouts"), shards, 4), "reference": reference}
+
+
+@pytest.fixture(scope="module")
+def layouts_8(tmp_path_factory: pytest.TempPathFactory, shards: Path, reference: dict) -> dict[str, dict]:
+    return {**_launch(tmp_path_factory.mktemp("layouts8"), shards, 8), "reference": reference}
+
+
+def _launch(root: Path, shards: Path, world: int) -> dict[str, dict]:
+    """One torchrun of `world` gloo ranks training each layout of LAYOUTS_BY_WORLD[world]; their results."""
+    from tests.support.trainer_inputs import torchrun
+
+    torchrun(["-m", "tests.trainer.test_parallel_layouts", str(shards), str(root)], nproc=world, timeout=900)
     results = {}
-    for name in LAYOUTS:
-        ranks = [torch.load(root / f"{name}.rank{r}.pt") for r in range(4)]
+    for name in LAYOUTS_BY_WORLD[world]:
+        ranks = [torch.load(root / f"{name}.rank{r}.pt") for r in range(world)]
         grads: dict[str, torch.Tensor] = {}
         init: dict[str, torch.Tensor] = {}
         for rank in ranks:  # under PP each rank holds its stages' parameters
             grads.update(rank["grads"])
             init.update(rank["init"])
         results[name] = {"losses": [r["losses"] for r in ranks], "grads": grads, "init": init}
-    results["reference"] = _single_process(shards)
     return results
 
 
@@ -112,23 +137,37 @@ def _single_process(shards: Path) -> dict:
 
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_layout_matches_one_process(layouts: dict[str, dict], name: str) -> None:
+    assert_matches_one_process(layouts, name)
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS_8))
+def test_layout_on_8_ranks_matches_one_process(layouts_8: dict[str, dict], name: str) -> None:
+    """HSDP 2 x 2 x TP 2: replicate across, shard within, tensor-split inside each shard group."""
+    assert_matches_one_process(layouts_8, name)
+    assert_init_is_full_model_init(layouts_8[name]["init"])
+
+
+def assert_matches_one_process(layouts: dict[str, dict], name: str, rtol: float = 1e-5, gtol: float = 1e-5) -> None:
     ref, got = layouts["reference"], layouts[name]
     assert len(ref["losses"]) == STEPS
     for rank_losses in got["losses"]:  # every rank reports the step's global mean
-        np.testing.assert_allclose(rank_losses, ref["losses"], rtol=1e-5, atol=0)
+        np.testing.assert_allclose(rank_losses, ref["losses"], rtol=rtol, atol=0)
     assert got["grads"].keys() == ref["grads"].keys()
     diff = max((got["grads"][n] - ref["grads"][n]).abs().max().item() for n in ref["grads"])
     rel = max(abs(a - b) / abs(b) for a, b in zip(got["losses"][0], ref["losses"], strict=True))
     print(f"{name}: max rel loss diff {rel:.2g}, max |grad diff| step 1 {diff:.2g}")
-    assert diff < 1e-5
+    assert diff < gtol
 
 
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_meta_init_under_layout_is_the_full_model_init(layouts: dict[str, dict], name: str) -> None:
     """Built on meta, split by the layout, initialised shard by shard: bit for bit the old full-model init."""
+    assert_init_is_full_model_init(layouts[name]["init"])
+
+
+def assert_init_is_full_model_init(new: dict[str, torch.Tensor]) -> None:
     torch.manual_seed(0)
     old = Transformer(model_config()).state_dict()
-    new = layouts[name]["init"]
     assert new.keys() == old.keys()
     assert [n for n in old if not torch.equal(new[n], old[n])] == []
 

@@ -39,3 +39,43 @@ def test_traces_per_rank_hold_matmuls_and_collectives_and_leave_losses_unchanged
         assert any("all_gather" in n or "allgather" in n for n in names), sorted(names)[:50]
         assert any("reduce_scatter" in n for n in names)
         assert any(n == "[memory]" for n in names)  # profile_memory=True records allocations
+
+
+def test_oom_snapshot_records_nothing_on_cpu(tmp_path: Path) -> None:
+    import torch
+
+    from trainer.profiling import oom_snapshot
+
+    with pytest.raises(RuntimeError, match="boom"), oom_snapshot(True, tmp_path, 0, torch.device("cpu")):
+        raise RuntimeError("boom")
+    assert not (tmp_path / "profile").exists()
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="the allocator snapshot is CUDA's")
+def test_a_step_that_runs_out_of_cuda_memory_leaves_a_snapshot_and_reraises(tmp_path: Path) -> None:
+    """A real step on a capped allocator: the OOM propagates and OUT/profile/oom_rank0.pickle holds the history."""
+    import pickle
+
+    import torch
+
+    from trainer.config import get_preset
+    from trainer.distributed import init_distributed, shutdown
+    from trainer.engine import TrainEngine
+    from trainer.optim import OptimConfig
+    from trainer.profiling import oom_snapshot
+
+    info = init_distributed("cuda")
+    try:
+        cfg = get_preset("tiny").with_vocab(32768)
+        engine = TrainEngine(cfg, info, OptimConfig(), 10, bf16=False)
+        total = torch.cuda.get_device_properties(info.device).total_memory
+        torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + 256 * 2**20) / total)
+        batch = torch.randint(0, cfg.vocab_size, (64, 513))  # its fp32 logits alone take 4 GiB
+        with pytest.raises(torch.OutOfMemoryError), oom_snapshot(True, tmp_path, info.rank, info.device):
+            engine.train_step([batch])
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        shutdown(info)
+    snapshot = pickle.loads((tmp_path / "profile" / "oom_rank0.pickle").read_bytes())
+    assert snapshot["segments"]
+    assert any(event["action"] == "oom" for trace in snapshot["device_traces"] for event in trace)
