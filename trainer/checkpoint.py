@@ -26,6 +26,7 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from trainer.checkpoint_trust import SafeFileSystemReader, UntrustedCheckpoint, verify_checkpoint, write_checksums
+from trainer.distributed import rank0_verdict
 
 _STEP_DIR = re.compile(r"^step_(\d{9})$")
 TRAINER_STATE = "trainer_state.json"
@@ -142,15 +143,7 @@ class Checkpointer:
 def verify_on_rank0(path: Path) -> None:
     """Rank 0 checks the manifest once (hashing is I/O-bound; the folder is shared storage), the others
     wait for its verdict, so every rank refuses together with rank 0's one-line reason."""
-    error = [None]
-    if dist.get_rank() == 0:
-        try:
-            verify_checkpoint(path)
-        except UntrustedCheckpoint as err:
-            error[0] = str(err)
-    dist.broadcast_object_list(error, src=0)
-    if error[0]:
-        raise UntrustedCheckpoint(error[0])
+    rank0_verdict(lambda: verify_checkpoint(path), UntrustedCheckpoint)
 
 
 def _fsync_dir(path: Path) -> None:

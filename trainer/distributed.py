@@ -8,13 +8,17 @@ so every component reads its dimension from the same mesh.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 
 from trainer.mesh import ParallelDims, check_runs_on, dp_coordinate
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -84,3 +88,22 @@ def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:
     out = value.detach().clone()
     dist.all_reduce(out, op=dist.ReduceOp.SUM)
     return out / dist.get_world_size()
+
+
+def rank0_verdict(check: Callable[[], T], refusals: type[Exception] | tuple[type[Exception], ...]) -> T | None:
+    """Run `check` on rank 0 alone (a checksum, a lock: done once); when it raises one of `refusals`, every
+    rank raises that error (rank 0's type and one-line message), so all refuse together instead of the
+    others waiting in the next collective. Returns `check`'s result on rank 0, None elsewhere. Collective."""
+    group = dist.is_initialized() and dist.get_world_size() > 1
+    result, verdict = None, [None]
+    if not group or dist.get_rank() == 0:
+        try:
+            result = check()
+        except refusals as err:
+            verdict[0] = (type(err), str(err))
+    if group:
+        dist.broadcast_object_list(verdict, src=0)
+    if verdict[0] is not None:
+        kind, message = verdict[0]
+        raise kind(message)
+    return result

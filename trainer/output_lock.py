@@ -6,24 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch.distributed as dist
-
 from common.lock import FolderLock, FolderUnavailable
-from trainer.distributed import DistInfo
+from trainer.distributed import DistInfo, rank0_verdict
 
 
 def lock_output(out: Path, info: DistInfo) -> FolderLock | None:
     """Rank 0 takes `out`'s lock (kept until the process ends); collective: every rank calls it."""
-    lock, refusal = None, None
-    if info.is_main:
-        try:
-            lock = FolderLock(out, "training run").acquire()
-        except FolderUnavailable as err:
-            refusal = str(err)
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        box = [refusal]
-        dist.broadcast_object_list(box, src=0)
-        refusal = box[0]
-    if refusal is not None:
-        raise FolderUnavailable(refusal)
-    return lock
+    return rank0_verdict(lambda: FolderLock(out, "training run").acquire(), FolderUnavailable)

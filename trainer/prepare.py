@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 from mixtures.manifest import ManifestError, read_manifest
 from mixtures.reader import ShardReader
@@ -19,7 +18,7 @@ from trainer.batch import BatchError, BatchShape, resolve_batch
 from trainer.compat import check_compatible, check_same_layout, tokenizer_identity
 from trainer.config import ModelConfig
 from trainer.data import EpochLoader, EpochPlan, WindowIndex, validation_batches
-from trainer.distributed import DistInfo
+from trainer.distributed import DistInfo, rank0_verdict
 from trainer.model_spec import model_config
 from trainer.train_config import TrainConfig
 
@@ -40,17 +39,10 @@ class PreparedData:
     val: list[torch.Tensor]
 
 
-def open_shards(path: Path, verify: bool, info: DistInfo) -> ShardReader:
+def open_shards(path: Path, verify: bool) -> ShardReader:
     """Rank 0 checksums the shards once; every rank then maps them without re-hashing."""
-    error = [None]
-    if verify and info.is_main:
-        try:
-            read_manifest(path, verify=True)
-        except ManifestError as err:
-            error[0] = str(err)
-    dist.broadcast_object_list(error, src=0)
-    if error[0]:
-        raise ManifestError(error[0])
+    if verify:
+        rank0_verdict(lambda: read_manifest(path, verify=True), ManifestError)
     return ShardReader(path, verify=False)
 
 
@@ -67,7 +59,7 @@ def batch_shape(cfg: TrainConfig, seq_len: int, world_size: int) -> BatchShape:
 
 def prepare_data(cfg: TrainConfig, info: DistInfo) -> PreparedData:
     """Open and check the shards, size the model's vocab, cut the epoch and the held-out set."""
-    reader = open_shards(Path(cfg.shards), cfg.verify_shards, info)
+    reader = open_shards(Path(cfg.shards), cfg.verify_shards)
     manifest = reader.manifest
     seq_len = cfg.seq_len or manifest.seq_len
     if seq_len != manifest.seq_len:
@@ -83,7 +75,7 @@ def prepare_data(cfg: TrainConfig, info: DistInfo) -> PreparedData:
     index = WindowIndex(reader, seq_len, list(range(n_train)))
     val_index = None
     if cfg.val_shards is not None:
-        val_reader = open_shards(Path(cfg.val_shards), cfg.verify_shards, info)
+        val_reader = open_shards(Path(cfg.val_shards), cfg.verify_shards)
         check_same_layout(manifest, val_reader.manifest)
         val_index = WindowIndex(val_reader, seq_len)
     elif cfg.val_holdout_files:
