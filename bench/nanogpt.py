@@ -42,8 +42,10 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from common.shared_data import shared_data_dir
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("CC2MODEL_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED = shared_data_dir()
 NANOGPT_FILES = ("train.py", "model.py", "configurator.py", "config/train_shakespeare_char.py",
                  "data/shakespeare_char/prepare.py")  # fmt: skip
 BLOCK, BATCH, EVAL_BATCH = 64, 12, 12

@@ -21,13 +21,13 @@ it back instead of scoring again.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from tokenizers import Tokenizer
 
 from common.atomic import atomic_write_text
+from common.shared_data import shared_data_dir
 from evals.models import load_model
 from evals.tasks import Task, evaluate
 from evals.tasks.blimp import Blimp
@@ -35,15 +35,13 @@ from evals.tasks.bpb import BitsPerByte
 from evals.tasks.texts import read_jsonl, spread
 from mixtures.reader import ShardReader
 
-REPO = Path(__file__).resolve().parents[1]
 BLIMP_PAIRS = 1340  # 67 paradigms x 20, spread evenly over the file
 EVAL_JSON = "eval.json"
 
 
 def shared_blimp() -> Path | None:
     """BLiMP at the shared data path, if it is there."""
-    root = Path(os.environ.get("CC2MODEL_SHARED_DATA", REPO.parent / "shared" / "data"))
-    path = root / "blimp" / "blimp.jsonl.gz"
+    path = shared_data_dir() / "blimp" / "blimp.jsonl.gz"
     return path if path.is_file() else None
 
 
@@ -69,8 +67,10 @@ def evaluate_chain(train_dir: Path, mixture: Path, blimp: Path | None = None) ->
     blimp = blimp or shared_blimp()
     inputs = {"mixture": str(mixture), "held_out_files": holdout, "blimp": str(blimp) if blimp else None}
     cached = train_dir / EVAL_JSON
-    if cached.is_file() and json.loads(cached.read_text()).get("inputs") == inputs:
-        return json.loads(cached.read_text())
+    if cached.is_file():
+        previous = json.loads(cached.read_text())
+        if previous.get("inputs") == inputs:
+            return previous
     model = load_model(train_dir / "hf")
     documents = held_out_documents(mixture, train_dir / "hf" / "tokenizer.json", holdout)
     seq_len = train_config["seq_len"] or ShardReader(mixture, verify=False).manifest.seq_len

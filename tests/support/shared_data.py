@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from pathlib import Path
 
+from common.shared_data import shared_data_dir
 from tests.support.warc_writer import Page, record_id_for, write_pages
 
 EXTRACTION_SETS = (
@@ -18,11 +18,6 @@ EXTRACTION_SETS = (
     "html_extraction_readability",
     "html_extraction_wcxb",
 )
-
-
-def shared_data_dir() -> Path:
-    env = os.environ.get("CC2MODEL_SHARED_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def available() -> bool:
