@@ -23,17 +23,8 @@ from typing import Any
 from tqdm import tqdm
 
 from evals.models import LoadedModel, ModelLoadError, load_model
-from evals.tasks import TASKS, Task, TaskDataError, evaluate, load_task
+from evals.tasks import Task, TaskDataError, evaluate, load_tasks, parse_task_specs
 from evals.tasks.blimp import Blimp, comparison_table, read_reference
-
-
-def parse_task(spec: str) -> tuple[str, Path]:
-    name, sep, path = spec.partition("=")
-    if not sep or not name or not path:
-        raise TaskDataError(f"--task wants NAME=PATH, got {spec!r}")
-    if name not in TASKS:
-        raise TaskDataError(f"unknown task {name!r}; choose from {', '.join(sorted(TASKS))}")
-    return name, Path(path)
 
 
 def run_task(task: Task, model: LoadedModel, batch_size: int, limit: int | None, progress: bool) -> dict[str, Any]:
@@ -91,11 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             raise TaskDataError("--limit must be >= 1")
         if args.batch_size < 1:
             raise TaskDataError("--batch-size must be >= 1")
-        specs = [parse_task(s) for s in args.task]
-        names = [n for n, _ in specs]
-        if len(set(names)) != len(names):
-            raise TaskDataError(f"each task once: {', '.join(names)}")
-        tasks = {name: load_task(name, path) for name, path in specs}  # bad data fails before the model loads
+        tasks = load_tasks(args.task, "--task")  # bad data fails before the model loads
         if args.bpb_stride is not None and "bpb" in tasks:
             tasks["bpb"].stride = args.bpb_stride  # type: ignore[attr-defined]
         model = load_model(args.model, backend=args.backend, device=args.device)
@@ -105,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = run_task(task, model, args.batch_size, args.limit, not args.no_progress)
             print(f"{summary_line(name, results[name])}  [{time.perf_counter() - start:.1f} s]", flush=True)
             if isinstance(task, Blimp):
-                ref = args.blimp_reference or dict(specs)["blimp"].parent / "models_summary.jsonl"
+                ref = args.blimp_reference or parse_task_specs(args.task)["blimp"].parent / "models_summary.jsonl"
                 if ref.is_file():
                     print(comparison_table(results[name], task, read_reference(ref)), flush=True)
     except (TaskDataError, ModelLoadError, ValueError) as err:

@@ -28,12 +28,11 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from evals.scoring import length_batches, make_scorer
-from evals.tasks import Task, headline, load_task
+from evals.tasks import Task, headline
 from evals.tasks.base import (
     Encoder,
     Request,
     ScoreFn,
-    TaskDataError,
     prefix_token,
     shard_items,
     task_totals,
@@ -44,19 +43,6 @@ from trainer.distributed import DistInfo
 
 log = logging.getLogger(__name__)
 LOGIT_BUDGET = 1 << 26  # fp32 logits per forward (256 MiB): batch tokens = budget // vocab
-
-
-def parse_task_specs(specs: Sequence[str]) -> dict[str, Path]:
-    """`NAME=PATH` flags -> {name: path}; a malformed, unknown or repeated name is a ValueError."""
-    out: dict[str, Path] = {}
-    for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            raise TaskDataError(f"--eval-task wants NAME=PATH, got {spec!r}")
-        if name in out:
-            raise TaskDataError(f"--eval-task {name} given twice")
-        out[name] = Path(path)
-    return out
 
 
 def sharded_scorer(model: nn.Module, device: torch.device, batch_size: int, vocab: int) -> ScoreFn:
@@ -91,7 +77,7 @@ class TaskEvaluator:
     @classmethod
     def build(
         cls,
-        specs: Sequence[str],
+        tasks: dict[str, Task],
         info: DistInfo,
         tokenizer_file: Path,
         ids: tuple[int | None, int | None],
@@ -99,12 +85,8 @@ class TaskEvaluator:
         limit: int | None = None,
         batch_size: int = 16,
     ) -> TaskEvaluator:
-        """Load every task now (bad data fails before step 1); `ids` = (bos, eos) of the shards."""
-        if info.dims.tp > 1 or info.dims.pp > 1:
-            raise ValueError("--eval-task runs under FSDP / HSDP layouts only (--tp 1 --pp 1)")
-        if limit is not None and limit < 1:
-            raise ValueError("--eval-limit must be >= 1")
-        tasks = {name: load_task(name, path) for name, path in parse_task_specs(specs).items()}
+        """The loaded `tasks` (`evals.tasks.load_tasks`, before any work) with the run's encoder; `ids` = (bos,
+        eos) of the shards."""
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
         prefix = prefix_token(tokenizer, Path(tokenizer_file).parent, *ids)
         return cls(tasks, Encoder(tokenizer, prefix, context_len), info, limit, batch_size)

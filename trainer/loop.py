@@ -17,6 +17,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from evals.tasks import Task, load_tasks
 from trainer.checkpoint import TRAINER_STATE, Checkpointer
 from trainer.distributed import DistInfo, init_distributed, shutdown
 from trainer.engine import TrainEngine
@@ -114,13 +115,15 @@ def _spike_guard(cfg: TrainConfig) -> SpikeGuard | None:
     return SpikeGuard(SpikeConfig(True, cfg.spike_window, cfg.spike_sigma, cfg.spike_rollback_after))
 
 
-def _task_evaluator(cfg: TrainConfig, info: DistInfo, data: PreparedData) -> TaskEvaluator | None:
-    """The --eval-task tasks, loaded before step 1 (a bad file is a one-line error, not a late crash)."""
-    if not cfg.eval_task:
+def _task_evaluator(
+    cfg: TrainConfig, info: DistInfo, data: PreparedData, tasks: dict[str, Task]
+) -> TaskEvaluator | None:
+    """The --eval-task tasks (loaded before any work: a bad file is a one-line error) with the run's encoder."""
+    if not tasks:
         return None
     ids = (data.bos_id, data.eos_id)
     limit, batch = cfg.eval_limit, cfg.eval_batch_size
-    return TaskEvaluator.build(cfg.eval_task, info, data.tokenizer_file, ids, data.model_cfg.max_seq_len, limit, batch)
+    return TaskEvaluator.build(tasks, info, data.tokenizer_file, ids, data.model_cfg.max_seq_len, limit, batch)
 
 
 def _saved_state(checkpoint: Path) -> dict[str, Any]:
@@ -138,6 +141,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
     if cfg.init_optimizer and cfg.init_from is None:
         raise ValueError("--init-optimizer needs --init-from")
     cfg.check()
+    tasks = load_tasks(cfg.eval_task, "--eval-task")  # before anything is written to `out`
     out = Path(cfg.out)
     profiler = StepProfiler(cfg.profile_steps, out, info.rank, info.device)
     data = prepare_data(cfg, info)
@@ -150,7 +154,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
     meta = _run_meta(cfg, data)
     guard = _spike_guard(cfg)
     loss_scales = injected_loss_scales()
-    evaluator = _task_evaluator(cfg, info, data)
+    evaluator = _task_evaluator(cfg, info, data, tasks)
 
     def save(step: int) -> None:
         saved = {**meta, "spike_guard": guard.state_dict()} if guard is not None else meta

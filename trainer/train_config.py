@@ -91,11 +91,12 @@ class TrainConfig:
         from common.lock import check_writable
 
         at_least = {"micro_batch": 1, "grad_accum": 1, "log_every": 1, "keep_checkpoints": 1, "vocab_multiple": 1,
-                    "val_batches": 0, "val_holdout_files": 0, "eval_every": 0, "checkpoint_every": 0}  # fmt: skip
+                    "val_batches": 0, "val_holdout_files": 0, "eval_every": 0, "checkpoint_every": 0,
+                    "eval_batch_size": 1}  # fmt: skip
         for name, low in at_least.items():
             if getattr(self, name) < low:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(self, name)}")
-        for name in ("seq_len", "max_steps", "global_batch_tokens"):
+        for name in ("seq_len", "max_steps", "global_batch_tokens", "eval_limit"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
@@ -106,6 +107,8 @@ class TrainConfig:
         if not 0 <= optim.min_lr_ratio <= 1 or not all(0 <= b < 1 for b in optim.betas):
             raise ValueError(f"--min-lr-ratio must be in [0, 1] and --betas in [0, 1), got {optim.min_lr_ratio}, "
                              f"{optim.betas}")  # fmt: skip
+        if self.eval_task and (self.tp > 1 or self.pp > 1):
+            raise ValueError("--eval-task runs under FSDP / HSDP layouts only (--tp 1 --pp 1)")
         check_writable(self.out)
 
 

@@ -3,7 +3,7 @@ so the trainer can run them on its own (sharded) model."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,27 @@ def load_task(name: str, path: str | Path) -> Task:
     if name not in TASKS:
         raise TaskDataError(f"unknown task {name!r}; choose from {', '.join(sorted(TASKS))}")
     return TASKS[name].from_path(path)  # type: ignore[attr-defined]
+
+
+def parse_task_specs(specs: Sequence[str], flag: str = "--task") -> dict[str, Path]:
+    """`NAME=PATH` flags -> {name: path} in order; a malformed, unknown or repeated one is a TaskDataError
+    naming `flag` (``evals.run --task``, the trainer's ``--eval-task``)."""
+    out: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise TaskDataError(f"{flag} wants NAME=PATH, got {spec!r}")
+        if name not in TASKS:
+            raise TaskDataError(f"unknown task {name!r}; choose from {', '.join(sorted(TASKS))}")
+        if name in out:
+            raise TaskDataError(f"{flag} {name} given twice")
+        out[name] = Path(path)
+    return out
+
+
+def load_tasks(specs: Sequence[str], flag: str = "--task") -> dict[str, Task]:
+    """Every `NAME=PATH` task loaded now, so bad data fails before a model is loaded or trained."""
+    return {name: load_task(name, path) for name, path in parse_task_specs(specs, flag).items()}
 
 
 def headline(results: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
@@ -48,5 +69,7 @@ __all__ = [
     "evaluate",
     "headline",
     "load_task",
+    "load_tasks",
+    "parse_task_specs",
     "task_totals",
 ]
