@@ -214,9 +214,19 @@ def print_summary(layout: RunLayout, stats: dict, report: Path) -> None:
 
 
 def chain_knobs(args: argparse.Namespace) -> ChainConfig | None:
-    """With ``--train``, the chain's knobs, checked now (a bad one would fail only after curation)."""
+    """With ``--train``, the chain's knobs and the ``--eval-blimp`` file, checked now (a bad one would fail only
+    after curation and training)."""
     if not args.train:
+        if args.eval_blimp is not None:
+            raise ConfigError("--eval-blimp scores the trained model: it needs --train")
         return None
+    if args.eval_blimp is not None:
+        from evals.tasks import TaskDataError, load_task
+
+        try:
+            load_task("blimp", args.eval_blimp)
+        except TaskDataError as err:
+            raise ConfigError(f"--eval-blimp: {err}") from None
     from pipelines.chain import ChainConfig
 
     return ChainConfig(vocab_size=args.vocab_size, seq_len=args.seq_len, model=args.model, nproc=args.nproc)
