@@ -6,10 +6,11 @@ Input: the ``html_extraction_*`` pages wrapped into a WARC plus the real ``warc_
 examples/fineweb.py steps, and our curate stage with the FineWeb recipe as it ships (trafilatura +
 warcio, the parity path), with resiliparse instead of trafilatura (warcio), and with resiliparse read
 by fastwarc (the two switches of ``pipelines/recipes/dclm.yaml``; the FineWeb rules otherwise, so only
-the extractor and the reader change). ``--no-precheck`` adds the parity path without the language
-pre-check. Prints documents per second per core, medians over the repetitions, the ratios to
-datatrove, and the keep/drop agreement of each run with the reference (the goal for the trafilatura
-path; for resiliparse it shows how much another extractor's text changes the rules' verdicts).
+the extractor and the reader change). ``--no-precheck`` adds the trafilatura and the resiliparse +
+fastwarc paths without the language pre-check. Prints documents per second per core, medians over the
+repetitions, the ratios to datatrove, and the keep/drop agreement of each run with the reference (the
+goal for the trafilatura path; for resiliparse it shows how much another extractor's text changes the
+rules' verdicts).
 
 Per core = documents / CPU seconds of the run (the process and its extraction sandbox child, see
 ``tests.support.parity.cpu_clock``): each pipeline is sequential, so on an idle machine that equals
@@ -53,8 +54,11 @@ def variants(config: CurateConfig, no_precheck: bool) -> dict[str, CurateConfig]
         "resiliparse + fastwarc": dataclasses.replace(resiliparse, reader=ReaderConfig("fastwarc")),
     }
     if no_precheck:
-        out["trafilatura, no pre-check"] = extraction(
-            precheck=dataclasses.replace(config.extraction.precheck, enabled=False)
+        no_check = dataclasses.replace(config.extraction.precheck, enabled=False)
+        out["trafilatura, no pre-check"] = extraction(precheck=no_check)
+        out["resiliparse + fastwarc, no pre-check"] = dataclasses.replace(
+            out["resiliparse + fastwarc"],
+            extraction=dataclasses.replace(out["resiliparse + fastwarc"].extraction, precheck=no_check),
         )
     return out
 
@@ -63,7 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=10.0, help="per-page extraction limit, both sides")
-    parser.add_argument("--no-precheck", action="store_true", help="also time trafilatura without the pre-check")
+    parser.add_argument("--no-precheck", action="store_true", help="also time both extractors without the pre-check")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     if not shared_data.available():
