@@ -14,8 +14,8 @@ document order), joined by ``|``; predicates made of ``or``, ``and``, ``not()``,
 ``starts-with()`` of ``@NAME`` or of ``translate(@NAME, 'FROM', 'TO')``. Anything else raises
 ``Unsupported``; callers keep libxml2's expression then. XPath's rules are kept: a missing attribute
 is the empty string for the string functions and compares unequal to everything. Called on an element
-(trafilatura's case); a whole document (``ElementTree``) is handed to libxml2, whose context node
-for it differs.
+(trafilatura's case); a whole document (``ElementTree``), whose context node differs, and a call with
+XPath variables are handed to libxml2.
 """
 
 from __future__ import annotations
@@ -98,11 +98,11 @@ class CompiledXPath:
         self._paths = paths
         self._libxml2: etree.XPath | None = None
 
-    def __call__(self, node) -> list[etree._Element]:
-        if isinstance(node, etree._ElementTree):
+    def __call__(self, node, **variables) -> list[etree._Element]:
+        if variables or isinstance(node, etree._ElementTree):  # XPath variables, a whole document: libxml2's
             if self._libxml2 is None:
                 self._libxml2 = etree.XPath(self.path)
-            return self._libxml2(node)
+            return self._libxml2(node, **variables)
         if len(self._paths) == 1:
             return list(self._paths[0].matches(node))
         if any(path.positional for path in self._paths):

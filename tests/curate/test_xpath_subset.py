@@ -120,10 +120,12 @@ def test_random_trees_give_the_same_elements(tree: etree._Element) -> None:
 
 
 def test_an_element_tree_goes_to_libxml2() -> None:
-    """A whole document (``ElementTree``) is not trafilatura's case: libxml2 answers it."""
+    """A whole document (``ElementTree``) or XPath variables are not trafilatura's case: libxml2 answers."""
     tree = etree.ElementTree(lxml_html.fromstring("<div class='footer'><p class='footer'>x</p></div>"))
     for expression in ('.//*[contains(@class, "footer")]', "(.//p)[1]"):
         assert compile_xpath(expression)(tree) == etree.XPath(expression)(tree)
+    element = tree.getroot()
+    assert compile_xpath(".//p")(element, unused="x") == etree.XPath(".//p")(element, unused="x")  # variables
 
 
 def test_trafilatura_output_is_unchanged_and_the_library_restored() -> None:
