@@ -29,7 +29,7 @@ from lxml import etree
 
 _TOKEN = re.compile(
     r"""\s*(?:(?P<literal>"[^"]*"|'[^']*')|(?P<number>\d+)|(?P<op>\.//|::|!=|[\[\]()|,=@])"""
-    r"""|(?P<name>[A-Za-z_*][\w.\-]*))"""
+    r"""|(?P<name>\*|[A-Za-z_][\w.\-]*))"""
 )
 _STRING_FUNCTIONS = ("contains", "starts-with")
 MEMO_LIMIT = 1 << 16  # distinct (tag, attribute values) tuples kept per expression
@@ -234,7 +234,7 @@ class _Parser:
             return inner
         if self.accept("self"):
             self.expect("::")
-            return _Expr("self", self.take("name"))
+            return _Expr("self", self.element_name())
         if self.peek(kind="name") and self.tokens[self.at][1] in _STRING_FUNCTIONS:
             function = self.take("name")
             self.expect("(")
@@ -244,16 +244,23 @@ class _Parser:
             self.expect(")")
             return _Expr(function, (value, literal))
         if self.accept("@"):
-            attribute = self.take("name")
+            attribute = self.element_name()
             for op in ("=", "!="):
                 if self.accept(op):
                     return _Expr(op, (attribute, _literal(self.take("literal"))))
             return _Expr("has", attribute)
         raise Unsupported(f"unsupported term at token {self.at} of {self.text!r}")
 
+    def element_name(self) -> str:
+        """An element or attribute name; the wildcard ``*`` is outside the subset here."""
+        name = self.take("name")
+        if name == "*":
+            raise Unsupported(f"a wildcard test in {self.text!r}")
+        return name
+
     def string_value(self) -> _Value:
         if self.accept("@"):
-            return _Value(self.take("name"), None)
+            return _Value(self.element_name(), None)
         if self.accept("translate"):
             self.expect("(")
             inner = self.string_value()

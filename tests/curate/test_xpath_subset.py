@@ -57,6 +57,9 @@ def test_trafilatura_boilerplate_expressions_compile() -> None:
         ".//*[string-length(@id) > 2]",
         ".//*[translate(translate(@id, 'a', 'b'), 'b', 'c') = 'c']",
         "(.//div)[0]",
+        ".//*[self::*]",  # wildcards inside predicates
+        ".//*[@*]",
+        ".//*foo",
     ],
 )
 def test_outside_the_subset_is_refused(expression: str) -> None:
