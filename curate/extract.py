@@ -59,12 +59,11 @@ def _compiled_expression_lists() -> list[tuple[list, list, list]]:
     from lxml.etree import XPath
     from trafilatura import xpaths
 
-    lists = {
-        name: value
-        for name, value in sorted(vars(xpaths).items())
-        if isinstance(value, list) and value and all(isinstance(item, XPath) for item in value)
-    }
-    return [(items, list(items), [compile_or_keep(item) for item in items]) for items in lists.values()]
+    return [
+        (items, list(items), [compile_or_keep(item) for item in items])
+        for items in vars(xpaths).values()
+        if isinstance(items, list) and items and all(isinstance(item, XPath) for item in items)
+    ]
 
 
 @contextmanager

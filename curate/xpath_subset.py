@@ -137,10 +137,8 @@ class _Parser:
 
     @staticmethod
     def _tokenize(text: str) -> list[tuple[str, str]]:
-        tokens, pos = [], 0
-        while pos < len(text):
-            if text[pos:].strip() == "":
-                break
+        tokens, pos, end = [], 0, len(text.rstrip())
+        while pos < end:
             match = _TOKEN.match(text, pos)
             if match is None:
                 raise Unsupported(f"cannot read {text[pos:pos + 20]!r}")

@@ -25,7 +25,13 @@ def _trafilatura_expressions() -> list[etree.XPath]:
 
 
 def _pairs() -> list[tuple[etree.XPath, CompiledXPath]]:
-    return [(xpath, compile_xpath(xpath.path)) for xpath in _trafilatura_expressions() if _compiles(xpath.path)]
+    """libxml2's expression beside the compiled one ``extract()`` runs (its memo carries across calls)."""
+    return [
+        (original, compiled)
+        for _, originals, compiled_items in _compiled_expression_lists()
+        for original, compiled in zip(originals, compiled_items, strict=True)
+        if isinstance(compiled, CompiledXPath)
+    ]
 
 
 def _compiles(path: str) -> bool:
