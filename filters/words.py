@@ -10,6 +10,22 @@ No spaCy memory zone: inside one, spaCy's tokenizer caches nothing (``Tokenizer.
 returns early), so every whitespace chunk of every document went through the affix rules again.
 Instead the vocabulary (which the cache needs) may grow to ``MAX_VOCAB_STRINGS`` and the pipeline is
 then rebuilt between batches: the cache works and memory stays bounded.
+
+Three more things make spaCy's tokenizer about twice as fast here, each leaving every token unchanged
+(``tests/filters/test_words.py`` compares with plain spaCy on real and random text):
+
+- Its cache holds 10,000 pieces by default (``Tokenizer.max_cache_size``); a web corpus has many more
+  distinct ones, so most pieces went through the affix rules again. It may now hold as many as the
+  vocabulary bound.
+- It caches nothing for the rest of a ``make_doc`` call once one piece was a special case, and a line
+  break is one (a tokenizer exception): after a document's first line, nothing was cached.
+  Long texts are therefore tokenized in chunks that end at a whitespace run holding a line break. Such
+  a run is a token of its own in either case, the pieces between are split alike, and no special case
+  can match across it (checked per pipeline: no exception but the line break itself holds one), so
+  the chunks' tokens are the document's.
+- Every new word builds a lexeme with ~20 attributes (shape, ``like_num``, ``like_url``, ...); only
+  ``is_punct`` and ``is_space`` are read here, so the pipeline (ours, not datatrove's shared one)
+  computes only those.
 """
 
 from __future__ import annotations
@@ -22,10 +38,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from datatrove.utils.word_tokenizers import SpaCyTokenizer, load_word_tokenizer
+from datatrove.utils.word_tokenizers import SpaCyTokenizer, load_tokenizer_assignments
 from spacy.attrs import IDX, IS_PUNCT, IS_SPACE, LENGTH, ORTH
 
 MAX_VOCAB_STRINGS = 1_000_000  # ~ a few hundred MB of lexemes and cache entries, then start afresh
+CHUNK_CHARS = 1_000  # a chunk ends at the first line-break run past this many characters
+LINE_BREAK_RUN = re.compile(r"\s*\n\s*")  # \s is str.isspace(), spaCy's whitespace
+TOKEN_ATTRS = [IDX, LENGTH, IS_PUNCT, IS_SPACE, ORTH]
 
 
 # a token's part in spaCy's Sentencizer: a sentence-final character, other punctuation, whitespace, a word
@@ -102,18 +121,16 @@ class WordTokenizer:
         if not self.is_spacy:
             words = self._impl.word_tokenize(text)
             return Tokenized(text, [-1] * len(words), list(words), WORD * len(words))
-        nlp = self._impl.tokenizer
-        nlp.max_length = max(nlp.max_length, len(text) + 10)
-        doc = nlp.make_doc(text)
-        if not len(doc):
+        pipeline = _pipeline(self._impl)
+        table = pipeline.token_table(text)
+        if not len(table):
             return Tokenized(text, [], [], "")
-        table = doc.to_array([IDX, LENGTH, IS_PUNCT, IS_SPACE, ORTH])
         starts = table[:, 0].astype(np.int64)
         ends = starts + table[:, 1].astype(np.int64)
         kinds = np.full(len(table), ord(WORD), dtype=np.uint8)
         kinds[table[:, 3] == 1] = ord(SPACE)
         kinds[table[:, 2] == 1] = ord(PUNCT)
-        kinds[np.isin(table[:, 4], _punct_hashes(nlp))] = ord(SENT_END)
+        kinds[np.isin(table[:, 4], pipeline.sentence_final)] = ord(SENT_END)
         starts_list = starts.tolist()
         texts = list(map(str.strip, map(text.__getitem__, map(slice, starts_list, ends.tolist()))))
         return Tokenized(text, starts_list, texts, kinds.tobytes().decode("ascii"))
@@ -125,19 +142,64 @@ class WordTokenizer:
         return self.tokenize(line).sentences() if line else 0
 
 
-@lru_cache(maxsize=8)
-def _punct_hashes(nlp) -> np.ndarray:
-    """The sentencizer's sentence-final characters as spaCy string hashes (a token's ``ORTH``), once
-    per spaCy pipeline (hashed by identity)."""
-    chars = nlp.get_pipe("sentencizer").punct_chars
-    return np.array(sorted(nlp.vocab.strings[c] for c in chars), dtype=np.uint64)
+class _Pipeline:
+    """One spaCy pipeline, tuned for speed once when it is (re)built (see the module docstring)."""
+
+    def __init__(self, nlp):
+        from spacy.tokenizer import Tokenizer
+
+        self.nlp = nlp
+        rule_based = type(nlp.tokenizer) is Tokenizer  # not jieba, sudachi, pyvi...: those keep spaCy's defaults
+        if rule_based:
+            nlp.tokenizer.max_cache_size = MAX_VOCAB_STRINGS
+            getters = nlp.vocab.lex_attr_getters
+            nlp.vocab.lex_attr_getters = {attr: getters[attr] for attr in (IS_PUNCT, IS_SPACE) if attr in getters}
+        self.chunked = rule_based and all(key == "\n" for key in nlp.tokenizer.rules if "\n" in key)
+        # the sentencizer's sentence-final characters as string hashes (a token's ORTH)
+        chars = nlp.get_pipe("sentencizer").punct_chars
+        self.sentence_final = np.array(sorted(nlp.vocab.strings[c] for c in chars), dtype=np.uint64)
+
+    def token_table(self, text: str) -> np.ndarray:
+        """``TOKEN_ATTRS`` of every token of ``text``, one row each (offsets into ``text``)."""
+        self.nlp.max_length = max(self.nlp.max_length, len(text) + 10)
+        if not self.chunked or len(text) <= CHUNK_CHARS:
+            return self._table(text, 0)
+        tables, start = [], 0
+        while start < len(text):
+            line_break = LINE_BREAK_RUN.search(text, start + CHUNK_CHARS)
+            end = line_break.end() if line_break else len(text)
+            tables.append(self._table(text[start:end], start))
+            start = end
+        return np.concatenate(tables)
+
+    def _table(self, text: str, offset: int) -> np.ndarray:
+        doc = self.nlp.make_doc(text)
+        if not len(doc):
+            return np.empty((0, len(TOKEN_ATTRS)), dtype=np.uint64)
+        table = doc.to_array(TOKEN_ATTRS)
+        table[:, 0] += offset
+        return table
+
+
+_tuned: dict[int, _Pipeline] = {}  # id of one of our SpaCyTokenizers (held by _load) -> its pipeline, tuned
+
+
+def _pipeline(impl: SpaCyTokenizer) -> _Pipeline:
+    """The tuned current pipeline of ``impl``; a rebuilt one (past the vocabulary bound) replaces the
+    old one here, so the old one's memory is freed."""
+    nlp = impl.tokenizer
+    held = _tuned.get(id(impl))
+    if held is None or held.nlp is not nlp:
+        held = _tuned[id(impl)] = _Pipeline(nlp)
+    return held
 
 
 @lru_cache(maxsize=32)
 def _load(language: str):
-    for key in (language, {"en": "eng"}.get(language, language)):
-        try:
-            return load_word_tokenizer(key)
-        except ValueError:
-            continue
-    return load_word_tokenizer("eng")
+    """A word tokenizer of our own per language (datatrove's ``load_word_tokenizer`` hands out one
+    shared instance, which its filters use: ours is tuned and rebuilt without touching theirs)."""
+    factories = load_tokenizer_assignments()
+    for key in (language, {"en": "eng"}.get(language, language), "eng"):
+        if key in factories:
+            return factories[key]()
+    raise ValueError(f"no word tokenizer for {language!r}")
