@@ -52,23 +52,45 @@ def word_ids(words: list[str]) -> np.ndarray:
 
 
 def top_ngram_chars(words: list[str], n: int) -> int:
-    """Characters covered by the most frequent word n-gram (datatrove's ``find_top_duplicate`` over
-    space-joined n-grams, whose words hold no space; first seen wins ties, as ``most_common``).
+    """Characters covered by the most frequent word n-gram (datatrove's ``find_top_duplicate``)."""
+    return top_ngrams_chars(words, (n,))[n]
 
-    Each n-gram is a number (its word ids in base ``distinct words``), counted by one ``np.unique``."""
-    if len(words) < n:
-        return 0
+
+def top_ngrams_chars(words: list[str], ns: tuple[int, ...] = TOP_N_GRAMS) -> dict[int, int]:
+    """For each n of ``ns``: characters covered by the most frequent word n-gram (datatrove's
+    ``find_top_duplicate`` over space-joined n-grams, whose words hold no space; first seen wins ties,
+    as ``most_common``), times its count.
+
+    Each n-gram is a number (its word ids in base ``distinct words``), counted by one ``np.unique``.
+    n runs up from the smallest of ``ns``, and only positions whose (n-1)-gram occurs twice or more
+    are counted for n: elsewhere the n-gram is unique too. On prose that leaves few positions past n=2."""
+    out: dict[int, int] = {}
+    if not ns:
+        return out
     ids = word_ids(words)
-    base = int(ids.max()) + 1
-    if base**n >= 1 << 64:  # too many distinct words for one 64-bit key
-        return _top_ngram_chars_counter(words, n)
-    keys = np.zeros(len(words) - n + 1, dtype=np.uint64)
-    for k in range(n):
-        keys = keys * np.uint64(base) + ids[k : len(ids) - n + 1 + k]
-    _, first, counts = np.unique(keys, return_index=True, return_counts=True)
-    top = counts.max()
-    start = int(first[counts == top].min())
-    return (sum(map(len, words[start : start + n])) + n - 1) * int(top)
+    base = int(ids.max()) + 1 if len(ids) else 1
+    candidates = np.arange(len(words))  # positions whose (n-1)-gram repeats (all of them for the first n)
+    for n in range(min(ns), max(ns) + 1):
+        positions = candidates[candidates < len(words) - n + 1]
+        if len(words) < n:
+            top, start = 0, 0
+        elif base**n >= 1 << 64:  # too many distinct words for one 64-bit key
+            out.update({m: _top_ngram_chars_counter(words, m) for m in ns if m >= n})
+            break
+        elif len(positions) < 2:  # every n-gram is unique: the first one wins
+            top, start, positions = 1, 0, positions[:0]
+        else:
+            keys = np.zeros(len(positions), dtype=np.uint64)
+            for k in range(n):
+                keys = keys * np.uint64(base) + ids[positions + k]
+            _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
+            top = int(counts.max())
+            start = int(positions[first[counts == top].min()]) if top > 1 else 0
+            positions = positions[counts[inverse] > 1]
+        if n in ns:
+            out[n] = (sum(map(len, words[start : start + n])) + n - 1) * top if top else 0
+        candidates = positions
+    return out
 
 
 def _top_ngram_chars_counter(words: list[str], n: int) -> int:
@@ -175,8 +197,8 @@ def signals(text: str, words: list[str]) -> dict[str, float]:
         "dup_line_frac": ratio(line_dups, len(lines)),
         "dup_line_char_frac": ratio(line_chars, length),
     }
-    for n in TOP_N_GRAMS:
-        out[f"top_{n}_gram"] = ratio(top_ngram_chars(words, n), length)
+    for n, chars in top_ngrams_chars(words, TOP_N_GRAMS).items():
+        out[f"top_{n}_gram"] = ratio(chars, length)
     grams = JoinedGrams(words)
     for n in DUP_N_GRAMS:
         out[f"duplicated_{n}_n_grams"] = ratio(duplicated_ngram_chars(words, n, grams), length)

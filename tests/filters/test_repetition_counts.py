@@ -9,7 +9,7 @@ import pytest
 from datatrove.pipeline.filters.gopher_repetition_filter import find_all_duplicate, find_top_duplicate, get_n_grams
 
 from filters import gopher_repetition
-from filters.gopher_repetition import JoinedGrams, duplicated_ngram_chars, top_ngram_chars
+from filters.gopher_repetition import JoinedGrams, duplicated_ngram_chars, top_ngram_chars, top_ngrams_chars
 
 CASES = [
     [],
@@ -36,9 +36,12 @@ def test_counts_equal_datatrove(words: list[str]) -> None:
     grams = JoinedGrams(words)
     for n in range(1, 11):
         assert duplicated_ngram_chars(words, n, grams) == find_all_duplicate(words, n), n
+    together = top_ngrams_chars(words, (1, 2, 3, 4))  # n > 1 counted only where the (n-1)-gram repeats
     for n in (1, 2, 3, 4):
         expected = find_top_duplicate(get_n_grams(words, n)) if len(words) >= n else 0
         assert top_ngram_chars(words, n) == expected, n
+        assert together[n] == expected, n
+    assert top_ngrams_chars(words, (2, 4)) == {n: together[n] for n in (2, 4)}
 
 
 def test_hash_collision_falls_back_to_the_string_walk(monkeypatch: pytest.MonkeyPatch) -> None:
