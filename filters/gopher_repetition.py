@@ -51,11 +51,6 @@ def word_ids(words: list[str]) -> np.ndarray:
     return np.fromiter(map(rank.__getitem__, words), dtype=np.uint64, count=len(words))
 
 
-def top_ngram_chars(words: list[str], n: int) -> int:
-    """Characters covered by the most frequent word n-gram (datatrove's ``find_top_duplicate``)."""
-    return top_ngrams_chars(words, (n,))[n]
-
-
 def top_ngrams_chars(words: list[str], ns: tuple[int, ...] = TOP_N_GRAMS) -> dict[int, int]:
     """For each n of ``ns``: characters covered by the most frequent word n-gram (datatrove's
     ``find_top_duplicate`` over space-joined n-grams, whose words hold no space; first seen wins ties,
@@ -88,7 +83,7 @@ def top_ngrams_chars(words: list[str], ns: tuple[int, ...] = TOP_N_GRAMS) -> dic
             start = int(positions[first[counts == top].min()]) if top > 1 else 0
             positions = positions[counts[inverse] > 1]
         if n in ns:
-            out[n] = (sum(map(len, words[start : start + n])) + n - 1) * top if top else 0
+            out[n] = (sum(map(len, words[start : start + n])) + n - 1) * top
         candidates = positions
     return out
 

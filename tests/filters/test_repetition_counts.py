@@ -9,7 +9,7 @@ import pytest
 from datatrove.pipeline.filters.gopher_repetition_filter import find_all_duplicate, find_top_duplicate, get_n_grams
 
 from filters import gopher_repetition
-from filters.gopher_repetition import JoinedGrams, duplicated_ngram_chars, top_ngram_chars, top_ngrams_chars
+from filters.gopher_repetition import JoinedGrams, duplicated_ngram_chars, top_ngrams_chars
 
 CASES = [
     [],
@@ -39,7 +39,7 @@ def test_counts_equal_datatrove(words: list[str]) -> None:
     together = top_ngrams_chars(words, (1, 2, 3, 4))  # n > 1 counted only where the (n-1)-gram repeats
     for n in (1, 2, 3, 4):
         expected = find_top_duplicate(get_n_grams(words, n)) if len(words) >= n else 0
-        assert top_ngram_chars(words, n) == expected, n
+        assert top_ngrams_chars(words, (n,))[n] == expected, n
         assert together[n] == expected, n
     assert top_ngrams_chars(words, (2, 4)) == {n: together[n] for n in (2, 4)}
 
@@ -59,5 +59,5 @@ def test_many_distinct_words_use_the_counter(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(
         gopher_repetition, "_top_ngram_chars_counter", lambda w, n: called.append(n) or original(w, n)
     )
-    assert top_ngram_chars(words, 4) == find_top_duplicate(get_n_grams(words, 4))
+    assert top_ngrams_chars(words, (4,))[4] == find_top_duplicate(get_n_grams(words, 4))
     assert called == [4]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from unittest.mock import patch
 
+import pytest
 import spacy
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -66,8 +67,6 @@ def _real_texts() -> list[str]:
 def test_real_documents_tokenize_as_plain_spacy() -> None:
     texts = _real_texts()
     if not texts:
-        import pytest
-
         pytest.skip("shared data not available")
     tokenizer = WordTokenizer("en")
     long_ones = [t for t in texts if len(t) > 3 * words.CHUNK_CHARS and t.count("\n") > 3]
