@@ -9,6 +9,7 @@ signal they bound (datatrove's ``min_doc_words`` is ``min_word_count``, its one
 from __future__ import annotations
 
 import math
+import string
 from collections import Counter
 from dataclasses import dataclass
 
@@ -17,6 +18,10 @@ from datatrove.utils.text import PUNCTUATION_SET
 from filters.rule import AMOUNT, FRACTION, Bound, Rule, ratio
 
 FAMILY = "gopher_quality"
+# str.strip(chars) removes a word entirely exactly when every character of it is in chars: one C call
+# instead of a generator per word
+PUNCTUATION = "".join(sorted(PUNCTUATION_SET))
+ASCII_NON_LETTERS = "".join(sorted(set(map(chr, range(128))) - set(string.ascii_letters)))
 SIGNALS = (
     "word_count",
     "mean_word_length",
@@ -40,10 +45,10 @@ def signals(text: str, words: list[str], options: GopherQualityOptions) -> dict[
     """datatrove's per-word tests run once per distinct word, weighted by its count (words recur)."""
     n_words = len(words)
     counts = Counter(words)
-    non_symbol = [w for w in counts if any(ch not in PUNCTUATION_SET for ch in w)]
+    non_symbol = [w for w in counts if w.strip(PUNCTUATION)]  # a character outside PUNCTUATION_SET
     n_non_symbol = sum(map(counts.__getitem__, non_symbol))
     non_symbol_chars = sum(len(w) * counts[w] for w in non_symbol)
-    alpha_words = sum(counts[w] for w in counts if any(c.isalpha() for c in w))
+    alpha_words = sum(counts[w] for w in counts if has_letter(w))
     lines = text.splitlines()
     n_lines = len(lines)
     return {
@@ -56,6 +61,13 @@ def signals(text: str, words: list[str], options: GopherQualityOptions) -> dict[
         "alpha_words_ratio": ratio(alpha_words, n_words),
         "stop_word_count": float(len(set(options.stop_words).intersection(counts))),
     }
+
+
+def has_letter(word: str) -> bool:
+    """datatrove's ``any(c.isalpha() for c in word)``; an ASCII word without a letter strips to nothing."""
+    if word.isascii():
+        return bool(word.strip(ASCII_NON_LETTERS))
+    return any(c.isalpha() for c in word)
 
 
 @dataclass(frozen=True)

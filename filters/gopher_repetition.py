@@ -8,8 +8,10 @@ our one tokenization); the signal names are datatrove's reasons, so ``dup_line_f
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
+from itertools import count
 
 import numpy as np
 
@@ -20,6 +22,10 @@ TOP_N_GRAMS = (2, 3, 4)  # datatrove's default n of top_n_grams / dup_n_grams: t
 DUP_N_GRAMS = (5, 6, 7, 8, 9, 10)
 HASH_BASE = 0x9E3779B97F4A7C15  # odd: invertible mod 2**64
 HASH_BASE_INVERSE = pow(HASH_BASE, -1, 1 << 64)
+# offsets each n's gram hashes apart before they share one sort; not a combination of small multiples of
+# HASH_BASE's powers (as HASH_BASE_INVERSE is: two near-equal grams of different n would meet)
+N_TAG = 0x2545F4914F6CDD1D
+MAX_BUCKET_BITS = 22
 PARAGRAPH_SPLIT = re.compile(r"\n{2,}")
 LINE_SPLIT = re.compile("\n+")
 SIGNALS = (
@@ -47,18 +53,29 @@ def find_duplicates(items: list[str]) -> tuple[int, int]:
 
 def word_ids(words: list[str]) -> np.ndarray:
     """Each word's rank among the distinct words in order of first appearance (equal words, equal ids)."""
-    rank = {word: i for i, word in enumerate(dict.fromkeys(words))}
+    rank = dict(zip(dict.fromkeys(words), count(), strict=False))
     return np.fromiter(map(rank.__getitem__, words), dtype=np.uint64, count=len(words))
+
+
+def maybe_repeated(keys: np.ndarray) -> np.ndarray:
+    """Indices (ascending) of the keys that may occur more than once: those sharing a bucket with
+    another key. Equal keys always do; with 8 buckets per key (Fibonacci hashing), about one distinct
+    key in nine does too (fewer past ``MAX_BUCKET_BITS``, which bounds the counts' memory at 32 MB).
+    One linear pass, so that the sort finding the repeats sees only these."""
+    bits = min(max(len(keys).bit_length() + 3, 6), MAX_BUCKET_BITS)
+    buckets = ((keys * np.uint64(HASH_BASE)) >> np.uint64(64 - bits)).astype(np.intp)
+    return np.flatnonzero(np.bincount(buckets, minlength=1 << bits)[buckets] > 1)
 
 
 def top_ngrams_chars(words: list[str], ns: tuple[int, ...] = TOP_N_GRAMS) -> dict[int, int]:
     """For each n of ``ns``: characters covered by the most frequent word n-gram (datatrove's
     ``find_top_duplicate`` over space-joined n-grams, whose words hold no space; first seen wins ties,
-    as ``most_common``), times its count.
+    as ``most_common``: the first n-gram when none repeats), times its count.
 
-    Each n-gram is a number (its word ids in base ``distinct words``), counted by one ``np.unique``.
-    n runs up from the smallest of ``ns``, and only positions whose (n-1)-gram occurs twice or more
-    are counted for n: elsewhere the n-gram is unique too. On prose that leaves few positions past n=2."""
+    Each n-gram is a number (its word ids in base ``distinct words``); ``np.unique`` counts the ones
+    ``maybe_repeated`` leaves. n runs up from the smallest of ``ns``, and only positions whose
+    (n-1)-gram occurs twice or more are looked at for n: elsewhere the n-gram is unique too. On prose
+    that leaves few positions past n=2."""
     out: dict[int, int] = {}
     if not ns:
         return out
@@ -66,21 +83,22 @@ def top_ngrams_chars(words: list[str], ns: tuple[int, ...] = TOP_N_GRAMS) -> dic
     base = int(ids.max()) + 1 if len(ids) else 1
     candidates = np.arange(len(words))  # positions whose (n-1)-gram repeats (all of them for the first n)
     for n in range(min(ns), max(ns) + 1):
-        positions = candidates[candidates < len(words) - n + 1]
-        if len(words) < n:
-            top, start = 0, 0
-        elif base**n >= 1 << 64:  # too many distinct words for one 64-bit key
+        if base**n >= 1 << 64:  # too many distinct words for one 64-bit key
             out.update({m: _top_ngram_chars_counter(words, m) for m in ns if m >= n})
             break
-        elif len(positions) < 2:  # every n-gram is unique: the first one wins
-            top, start, positions = 1, 0, positions[:0]
-        else:
-            keys = np.zeros(len(positions), dtype=np.uint64)
-            for k in range(n):
-                keys = keys * np.uint64(base) + ids[positions + k]
-            _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
-            top = int(counts.max())
-            start = int(positions[first[counts == top].min()]) if top > 1 else 0
+        positions = candidates[candidates < len(words) - n + 1]
+        keys = np.zeros(len(positions), dtype=np.uint64)
+        for k in range(n):
+            keys = keys * np.uint64(base) + ids[positions + k]
+        maybe = maybe_repeated(keys)
+        positions = positions[maybe]
+        top, start = (1 if len(words) >= n else 0), 0
+        if len(positions):
+            unique = np.unique(keys[maybe], return_index=True, return_inverse=True, return_counts=True)
+            _, first, inverse, counts = unique
+            if counts.max() > 1:
+                top = int(counts.max())
+                start = int(positions[first[counts == top].min()])
             positions = positions[counts[inverse] > 1]
         if n in ns:
             out[n] = (sum(map(len, words[start : start + n])) + n - 1) * top
@@ -90,8 +108,8 @@ def top_ngrams_chars(words: list[str], ns: tuple[int, ...] = TOP_N_GRAMS) -> dic
 
 def _top_ngram_chars_counter(words: list[str], n: int) -> int:
     counts = Counter(zip(*(words[i:] for i in range(n)), strict=False))
-    gram, count = counts.most_common(1)[0]
-    return (sum(map(len, gram)) + n - 1) * count
+    gram, times = counts.most_common(1)[0]
+    return (sum(map(len, gram)) + n - 1) * times
 
 
 class JoinedGrams:
@@ -103,62 +121,103 @@ class JoinedGrams:
     """
 
     def __init__(self, words: list[str]):
-        self.joined = "".join(words)
         self.offsets = np.zeros(len(words) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, words), dtype=np.int64, count=len(words)), out=self.offsets[1:])
-        chars = np.frombuffer(self.joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.uint64)
-        powers = np.full(len(chars) + 1, HASH_BASE, dtype=np.uint64)
+        self.chars = np.frombuffer("".join(words).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        powers = np.full(len(self.chars) + 1, HASH_BASE, dtype=np.uint64)
         powers[0] = 1
         self.powers = np.cumprod(powers)  # HASH_BASE**i mod 2**64 (uint64 arithmetic wraps)
-        inverse = np.full(len(chars) + 1, HASH_BASE_INVERSE, dtype=np.uint64)
+        inverse = np.full(len(self.chars) + 1, HASH_BASE_INVERSE, dtype=np.uint64)
         inverse[0] = 1
-        self.prefix = np.zeros(len(chars) + 1, dtype=np.uint64)
-        np.cumsum(chars * np.cumprod(inverse)[:-1], out=self.prefix[1:])  # sum of c_k * HASH_BASE**-k
-
-    def gram(self, start: int, n: int) -> str:
-        return self.joined[self.offsets[start] : self.offsets[start + n]]
+        self.prefix = np.zeros(len(self.chars) + 1, dtype=np.uint64)
+        np.cumsum(self.chars * np.cumprod(inverse)[:-1], out=self.prefix[1:])  # sum of c_k * HASH_BASE**-k
 
     def hashes(self, n: int) -> np.ndarray:
         """Hash of each n-gram: sum of c_k * HASH_BASE**(k - start) over its characters."""
         starts, ends = self.offsets[:-n], self.offsets[n:]
         return (self.prefix[ends] - self.prefix[starts]) * self.powers[starts]
 
-    def duplicated_chars(self, n: int) -> int | None:
-        """datatrove's walk: from position 0, a gram seen at a visited position adds its characters
-        and jumps n positions, any other is remembered and the walk moves one on. None when two
-        different grams share a hash (the caller walks the strings)."""
-        if len(self.offsets) - 1 < n:
-            return 0
-        _, first, inverse = np.unique(self.hashes(n), return_index=True, return_inverse=True)
-        earliest = first[inverse]  # the first position of each gram's hash
-        later = np.flatnonzero(earliest != np.arange(len(earliest)))
+    def same_grams(self, a: np.ndarray, b: np.ndarray, n: int) -> bool:
+        """Is the n-gram at each position of ``a`` the one at the same index of ``b`` (character by character)?"""
+        starts_a, starts_b = self.offsets[a], self.offsets[b]
+        lengths = self.offsets[a + n] - starts_a
+        if not np.array_equal(lengths, self.offsets[b + n] - starts_b):
+            return False
+        within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        return np.array_equal(
+            self.chars[np.repeat(starts_a, lengths) + within], self.chars[np.repeat(starts_b, lengths) + within]
+        )
+
+    def later_occurrences(self, ns: tuple[int, ...]) -> dict[int, tuple[np.ndarray, np.ndarray] | None]:
+        """For each n: the positions whose n-gram hash occurred before (ascending) and that first
+        position of each, found for every n together (one bucket pass, one sort over what it leaves;
+        each n's hashes are offset by ``n * N_TAG``). None for an n whose hash met another n's (the
+        caller walks the strings)."""
+        ns = tuple(n for n in ns if n <= len(self.offsets) - 1)
+        out: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
+        if not ns:
+            return out
+        blocks = [self.hashes(n) + np.uint64(n * N_TAG % (1 << 64)) for n in ns]
+        bounds = np.cumsum([0, *map(len, blocks)])
+        keys = np.concatenate(blocks)
+        maybe = maybe_repeated(keys)
+        _, first, inverse = np.unique(keys[maybe], return_index=True, return_inverse=True)
+        earliest = maybe[first[inverse]]  # the first index of each hash
+        is_later = earliest != maybe
+        later, heads = maybe[is_later], earliest[is_later]
+        cuts = np.searchsorted(later, bounds)
+        for k, n in enumerate(ns):
+            block = slice(cuts[k], cuts[k + 1])
+            positions, firsts = later[block] - bounds[k], heads[block] - bounds[k]
+            out[n] = None if len(firsts) and firsts.min() < 0 else (positions, firsts)
+        return out
+
+    def duplicated_chars(self, ns: tuple[int, ...]) -> dict[int, int | None]:
+        """datatrove's walk for each n: from position 0, a gram seen at a visited position adds its
+        characters and jumps n positions, any other is remembered and the walk moves one on. The walk
+        goes by hashes; the grams it took for equal are compared at the end: None when two differ (a
+        hash collision: the caller walks the strings)."""
+        found = self.later_occurrences(ns)
+        out: dict[int, int | None] = {}
+        for n in ns:
+            if n not in found:  # fewer words than n
+                out[n] = 0
+            else:
+                occurrences = found[n]
+                out[n] = None if occurrences is None else self._walk(n, *occurrences)
+        return out
+
+    def _walk(self, n: int, later: np.ndarray, heads: np.ndarray) -> int | None:
+        # only a later occurrence can repeat; the positions between two of them are first ones,
+        # visited unless a jump skipped them. A repeat jumps to the first later occurrence past it.
         if not len(later):
             return 0
-        # only a later occurrence can repeat; the positions between two of them are first ones,
-        # visited unless a jump skipped them
-        skipped: set[int] = set()
+        jump = np.searchsorted(later, later + n).tolist()
+        positions, firsts = later.tolist(), heads.tolist()
         revisited: set[int] = set()  # grams whose first position was skipped, visited later
-        repeated = idx = 0
-        for pos, head in zip(later.tolist(), earliest[later].tolist(), strict=True):
-            if pos < idx:
-                continue
-            gram = self.gram(pos, n)
-            if gram != self.gram(head, n):
-                return None
-            if head not in skipped or head in revisited:
-                repeated += len(gram)
-                skipped.update(range(pos + 1, pos + n))
-                idx = pos + n
+        visited: list[int] = []  # indices into later/heads: the pairs the walk took for equal grams
+        counted: list[int] = []  # ascending
+        i = 0
+        while i < len(positions):
+            pos, head = positions[i], firsts[i]
+            visited.append(i)
+            before = bisect_left(counted, head)  # the head was skipped if a jump from a repeat spanned it
+            if not before or head >= counted[before - 1] + n or head in revisited:
+                counted.append(pos)
+                i = jump[i]
             else:
                 revisited.add(head)
-                idx = pos + 1
-        return repeated
+                i += 1
+        if not self.same_grams(later[visited], heads[visited], n):
+            return None
+        counted_at = np.array(counted, dtype=np.int64)
+        return int((self.offsets[counted_at + n] - self.offsets[counted_at]).sum())
 
 
-def duplicated_ngram_chars(words: list[str], n: int, grams: JoinedGrams | None = None) -> int:
-    """Characters in non-overlapping repeated n-grams (datatrove's ``find_all_duplicate``)."""
-    found = (grams or JoinedGrams(words)).duplicated_chars(n)
-    return _duplicated_ngram_chars_walk(words, n) if found is None else found
+def duplicated_ngram_chars(words: list[str], ns: tuple[int, ...], grams: JoinedGrams | None = None) -> dict[int, int]:
+    """For each n: characters in non-overlapping repeated n-grams (datatrove's ``find_all_duplicate``)."""
+    found = (grams or JoinedGrams(words)).duplicated_chars(ns)
+    return {n: _duplicated_ngram_chars_walk(words, n) if chars is None else chars for n, chars in found.items()}
 
 
 def _duplicated_ngram_chars_walk(words: list[str], n: int) -> int:
@@ -194,9 +253,8 @@ def signals(text: str, words: list[str]) -> dict[str, float]:
     }
     for n, chars in top_ngrams_chars(words, TOP_N_GRAMS).items():
         out[f"top_{n}_gram"] = ratio(chars, length)
-    grams = JoinedGrams(words)
-    for n in DUP_N_GRAMS:
-        out[f"duplicated_{n}_n_grams"] = ratio(duplicated_ngram_chars(words, n, grams), length)
+    for n, chars in duplicated_ngram_chars(words, DUP_N_GRAMS).items():
+        out[f"duplicated_{n}_n_grams"] = ratio(chars, length)
     return out
 
 

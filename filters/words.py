@@ -130,7 +130,7 @@ class WordTokenizer:
         kinds = np.full(len(table), ord(WORD), dtype=np.uint8)
         kinds[table[:, 3] == 1] = ord(SPACE)
         kinds[table[:, 2] == 1] = ord(PUNCT)
-        kinds[np.isin(table[:, 4], pipeline.sentence_final)] = ord(SENT_END)
+        kinds[pipeline.is_sentence_final(table[:, 4])] = ord(SENT_END)
         starts_list = starts.tolist()
         texts = list(map(str.strip, map(text.__getitem__, map(slice, starts_list, ends.tolist()))))
         return Tokenized(text, starts_list, texts, kinds.tobytes().decode("ascii"))
@@ -158,6 +158,16 @@ class _Pipeline:
         # the sentencizer's sentence-final characters as string hashes (a token's ORTH)
         chars = nlp.get_pipe("sentencizer").punct_chars
         self.sentence_final = np.array(sorted(nlp.vocab.strings[c] for c in chars), dtype=np.uint64)
+
+    def is_sentence_final(self, orths: np.ndarray) -> np.ndarray:
+        """Which of these token strings (ORTH hashes) are sentence-final characters: a binary search
+        in the sorted hashes (``np.isin`` compares every token with each of the ~90 characters)."""
+        finals = self.sentence_final
+        if not len(finals):
+            return np.zeros(len(orths), dtype=bool)
+        at = np.searchsorted(finals, orths)
+        at[at == len(finals)] = 0
+        return finals[at] == orths
 
     def token_table(self, text: str) -> np.ndarray:
         """``TOKEN_ATTRS`` of every token of ``text``, one row each (offsets into ``text``)."""

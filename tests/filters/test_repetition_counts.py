@@ -33,9 +33,11 @@ def random_words(seed: int) -> list[str]:
 
 @pytest.mark.parametrize("words", CASES + [random_words(seed) for seed in range(40)])
 def test_counts_equal_datatrove(words: list[str]) -> None:
+    expected_dup = {n: find_all_duplicate(words, n) for n in range(1, 11)}
+    assert duplicated_ngram_chars(words, tuple(range(1, 11))) == expected_dup  # every n in one pass
     grams = JoinedGrams(words)
     for n in range(1, 11):
-        assert duplicated_ngram_chars(words, n, grams) == find_all_duplicate(words, n), n
+        assert duplicated_ngram_chars(words, (n,), grams) == {n: expected_dup[n]}, n
     together = top_ngrams_chars(words, (1, 2, 3, 4))  # n > 1 counted only where the (n-1)-gram repeats
     for n in (1, 2, 3, 4):
         expected = find_top_duplicate(get_n_grams(words, n)) if len(words) >= n else 0
@@ -48,8 +50,7 @@ def test_hash_collision_falls_back_to_the_string_walk(monkeypatch: pytest.Monkey
     """Every gram hashing alike must not make different grams repeats: the strings decide."""
     words = "the cat sat on the mat and the cat sat on the mat again".split()
     monkeypatch.setattr(JoinedGrams, "hashes", lambda self, n: np.zeros(len(self.offsets) - n, dtype=np.uint64))
-    for n in (2, 3, 5):
-        assert duplicated_ngram_chars(words, n) == find_all_duplicate(words, n)
+    assert duplicated_ngram_chars(words, (2, 3, 5)) == {n: find_all_duplicate(words, n) for n in (2, 3, 5)}
 
 
 def test_many_distinct_words_use_the_counter(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,3 +62,13 @@ def test_many_distinct_words_use_the_counter(monkeypatch: pytest.MonkeyPatch) ->
     )
     assert top_ngrams_chars(words, (4,))[4] == find_top_duplicate(get_n_grams(words, 4))
     assert called == [4]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_few_buckets_leave_more_candidates_not_other_counts(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With 64 buckets most distinct grams share one: the sort sees them all, the counts stay datatrove's."""
+    monkeypatch.setattr(gopher_repetition, "MAX_BUCKET_BITS", 6)
+    words = random_words(seed) * 2
+    assert duplicated_ngram_chars(words, tuple(range(1, 11))) == {n: find_all_duplicate(words, n) for n in range(1, 11)}
+    for n in (2, 3, 4):
+        assert top_ngrams_chars(words, (n,))[n] == find_top_duplicate(get_n_grams(words, n))
