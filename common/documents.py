@@ -15,7 +15,7 @@ Curate and dedup both write documents with ``DocumentWriter``, datatrove's ``Par
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -56,19 +56,22 @@ def folder_schema(folder: DataFolderLike, extra: Sequence[pa.Field] = ()) -> pa.
     return schema
 
 
-def _coerce(value: Any, type_: pa.DataType) -> Any:
-    if value is None:
+def _to_float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
         return None
+
+
+def _coercion(type_: pa.DataType) -> Callable[[Any], Any] | None:
+    """How a metadata value becomes a value of the column's type (None: as it is)."""
     if pa.types.is_floating(type_):
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            return None
+        return _to_float
     if pa.types.is_integer(type_):
-        return int(value)
+        return int
     if pa.types.is_string(type_):
-        return str(value)
-    return value
+        return str
+    return None
 
 
 class DocumentWriter(ParquetWriter):
@@ -102,6 +105,7 @@ class DocumentWriter(ParquetWriter):
         self.schema_from = schema_from
         self.extra_fields = list(extra_fields)
         self._tmp_files: set[str] = set()
+        self._columns: tuple[pa.Schema, list[tuple[str, Callable[[Any], Any] | None]]] | None = None
 
     def _default_adapter(self, document: Document) -> dict:
         """One row of the schema: the text as it is, the id as a string, each column from the metadata."""
@@ -109,14 +113,19 @@ class DocumentWriter(ParquetWriter):
             self.schema = folder_schema(self.schema_from, self.extra_fields)
             if self.schema is None:
                 raise FileNotFoundError(f"no parquet file in {self.schema_from} to take the schema from")
-        row = {}
-        for field in self.schema:
-            if field.name == "text":
-                row["text"] = document.text
-            elif field.name == "id":
-                row["id"] = str(document.id)
+        if self._columns is None or self._columns[0] is not self.schema:
+            # the schema's columns with their coercion, looked up once, not per row
+            self._columns = (self.schema, [(f.name, _coercion(f.type)) for f in self.schema])
+        get = document.metadata.get
+        row: dict[str, Any] = {}
+        for name, convert in self._columns[1]:
+            if name == "text":
+                row[name] = document.text
+            elif name == "id":
+                row[name] = str(document.id)
             else:
-                row[field.name] = _coerce(document.metadata.get(field.name), field.type)
+                value = get(name)
+                row[name] = value if value is None or convert is None else convert(value)
         return row
 
     def _write(self, document: dict, file_handler: Any, filename: str) -> None:
