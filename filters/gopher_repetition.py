@@ -107,6 +107,8 @@ def top_ngrams_chars(words: list[str], ns: tuple[int, ...] = TOP_N_GRAMS) -> dic
 
 
 def _top_ngram_chars_counter(words: list[str], n: int) -> int:
+    if len(words) < n:  # no n-gram
+        return 0
     counts = Counter(zip(*(words[i:] for i in range(n)), strict=False))
     gram, times = counts.most_common(1)[0]
     return (sum(map(len, gram)) + n - 1) * times

@@ -62,6 +62,7 @@ def test_many_distinct_words_use_the_counter(monkeypatch: pytest.MonkeyPatch) ->
     )
     assert top_ngrams_chars(words, (4,))[4] == find_top_duplicate(get_n_grams(words, 4))
     assert called == [4]
+    assert top_ngrams_chars(words, (4, len(words) + 1))[len(words) + 1] == 0  # longer than the text, as datatrove
 
 
 @pytest.mark.parametrize("seed", range(5))
