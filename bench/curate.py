@@ -20,6 +20,8 @@ wall time, and on a shared one other jobs do not inflate it. Wall-clock figures 
 Each pipeline first processes a small warm-up WARC with the same step objects, untimed: the
 one-time loading (URL blocklists ~5 s, spaCy, fastText) is paid once per task, and a production
 task reads a 1 GB WARC, so the timed figure is the per-document throughput both sides reach.
+Each run happens in a fresh fork of the bench process, so no run starts with caches that an earlier
+run filled with these same documents (our fastText word cache, spaCy's, trafilatura's LRU).
 
     python -m bench.curate [--repeats 3] [--timeout 10] [--other-precheck] [--json out.json]
 """
@@ -29,12 +31,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from statistics import median
+from typing import Any, TypeVar
 
 from curate.config import CurateConfig
 from pipelines.recipe import load_recipe
@@ -42,6 +47,7 @@ from tests.support import shared_data
 from tests.support.parity import curate_decisions, disagreements, reference_decisions
 from tests.support.warc_writer import Page, write_pages
 
+T = TypeVar("T")
 DCLM_RECIPE = Path(__file__).resolve().parents[1] / "pipelines" / "recipes" / "dclm.yaml"
 
 
@@ -72,6 +78,31 @@ def variants(config: CurateConfig, other_precheck: bool) -> dict[str, CurateConf
     return out
 
 
+def in_fresh_process(job: Callable[[], T]) -> T:
+    """``job()`` run in a fork of this process (which has run no pipeline), its result sent back."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_send_result, args=(job, send))
+    child.start()
+    send.close()
+    try:
+        failed, result = receive.recv()
+    except EOFError:
+        child.join()
+        raise RuntimeError(f"the bench child died (exit code {child.exitcode})") from None
+    child.join()
+    if failed:
+        raise RuntimeError(f"the bench child failed: {result}")
+    return result
+
+
+def _send_result(job: Callable[[], Any], send: Any) -> None:
+    try:
+        send.send((False, job()))
+    except Exception as err:  # reported by the parent
+        send.send((True, f"{type(err).__name__}: {err}"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -93,7 +124,7 @@ def main() -> None:
         body = "<p>Warm-up page {i}: the committee met on Tuesday to discuss the plans for the library.</p>"
         write_pages([Page(f"https://warmup.example/{i}", f"<html><body>{body.format(i=i) * 8}</body></html>".encode())
                      for i in range(4)], warmup[0])
-        jobs = {"datatrove": lambda: reference_decisions(files, args.timeout, warmup)}
+        jobs = {"datatrove": partial(reference_decisions, files, args.timeout, warmup)}
         jobs |= {name: partial(curate_decisions, files, config, args.timeout, warmup) for name, config in ours.items()}
         runs: dict[str, list[float]] = {name: [] for name in jobs}
         wall: dict[str, list[float]] = {name: [] for name in jobs}
@@ -102,7 +133,7 @@ def main() -> None:
         for rep in range(args.repeats):
             # rotate the order so that a slow period of a noisy machine does not always hit one pipeline
             shift = rep % len(order)
-            results = {name: jobs[name]() for name in order[shift:] + order[:shift]}
+            results = {name: in_fresh_process(jobs[name]) for name in order[shift:] + order[:shift]}
             ref = results["datatrove"]
             docs = len(ref.seen | results["trafilatura + warcio"].seen)
             for name, result in results.items():

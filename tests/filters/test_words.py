@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from unittest.mock import patch
 
+import numpy as np
 import pytest
 import spacy
 from hypothesis import given, settings
@@ -19,10 +20,44 @@ from tests.support import shared_data
 # token in Spanish, and in "known' ''word" a match over the space shadows the "''" after it), URLs,
 # numbers, and every kind of whitespace run, line breaks among them
 PIECES = [
-    "known' ''word", "EE. UU.", "Ee. Uu.", "x' 's",
-    "word", "Mr.", "U.S.", "don't", "it's", "''", "'", '"', "(", ")", ":)", "e.g.", "a.m.", "cannot",
-    "gonna", "3.5", "10km", "$5", "http://example.com/a?b=c", "x@y.org", "—", "...", "!", "?", "EE.", "UU.",
-    "co-op", "&amp;", "#tag", "¿Qué", "über", "Straße", "日本語", "\u00a0",
+    "known' ''word",
+    "EE. UU.",
+    "Ee. Uu.",
+    "x' 's",
+    "word",
+    "Mr.",
+    "U.S.",
+    "don't",
+    "it's",
+    "''",
+    "'",
+    '"',
+    "(",
+    ")",
+    ":)",
+    "e.g.",
+    "a.m.",
+    "cannot",
+    "gonna",
+    "3.5",
+    "10km",
+    "$5",
+    "http://example.com/a?b=c",
+    "x@y.org",
+    "—",
+    "...",
+    "!",
+    "?",
+    "EE.",
+    "UU.",
+    "co-op",
+    "&amp;",
+    "#tag",
+    "¿Qué",
+    "über",
+    "Straße",
+    "日本語",
+    "\u00a0",
 ]
 SEPARATORS = [" ", " ", " ", "", "\n", " \n", "\n\n", "\n \n", "\t", "  ", "\r\n", "\u2028", "\n\t "]
 texts = st.lists(st.tuples(st.sampled_from(PIECES), st.sampled_from(SEPARATORS)), max_size=60).map(
@@ -103,3 +138,79 @@ def test_an_exception_holding_a_line_break_turns_chunking_off() -> None:
     finally:  # both pipelines without the extra exception again
         PLAIN["en"].tokenizer.rules = {k: v for k, v in PLAIN["en"].tokenizer.rules.items() if k != "a\nb"}
         tokenizer._impl._tokenizer = None
+
+
+def _exception_pieces() -> list[str]:
+    """The English exceptions that spaCy's affix rules split into several tokens, and those tokens:
+    the material of document-wide matches, inside a word and across a space."""
+    twin = spacy.blank("en")
+    twin.tokenizer.rules = {}
+    splits = [[t.text for t in twin.make_doc(key)] for key in sorted(PLAIN["en"].tokenizer.rules) if not key.isspace()]
+    multi = [split for split in splits if len(split) > 1]
+    return sorted({"".join(split) for split in multi} | {token for split in multi for token in split})
+
+
+EXCEPTION_PIECES = _exception_pieces()
+# words of one to three pieces glued together, mostly one space apart
+glued = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(EXCEPTION_PIECES), min_size=1, max_size=3).map("".join),
+        st.sampled_from([" ", " ", " ", "\n"]),
+    ),
+    max_size=30,
+).map(lambda parts: "".join(word + sep for word, sep in parts))
+
+
+@settings(max_examples=400, deadline=None)
+@given(glued)
+def test_matches_across_a_space_are_found_and_respliced(text: str) -> None:
+    """Exception pieces glued by single spaces: wherever spaCy's document-wide match could cross a
+    space (and shadow one inside a word), the stretch is tokenized by spaCy and the tokens stay exact."""
+    assert _ours(WordTokenizer("en"), text) == _reference(text)
+
+
+def test_without_the_resplice_a_shadowed_exception_differs() -> None:
+    """The resplice matters: with no boundary taken for risky, "known' ''word" keeps the ``''`` that
+    spaCy's match over the space shadows."""
+    tokenizer = WordTokenizer("en")
+    text = "known' ''word"
+    assert _ours(tokenizer, text) == _reference(text)
+    memo = words._pipeline(tokenizer._impl).memo
+    with patch.object(memo.boundaries, "table", np.zeros_like(memo.boundaries.table)):
+        assert _ours(tokenizer, text) != _reference(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        " ",
+        "  a",
+        "\n",
+        "a ",
+        "a  ",
+        "x\u3000y",
+        "\x1c a\x1db",
+        "\x85x",
+        " \n a b \t",
+        "a\u00a0\u00a0b",
+        "x" * 5000 + " y",
+        "Mr. Smith's  \"quote\" (don't) e.g. U.S.",
+        "''",
+        "'' ''",
+        "known' ''word  known' ''word",
+    ],
+)
+def test_whitespace_spans_at_the_edges(text: str) -> None:
+    """Leading, trailing and doubled whitespace of every kind (a span keeps all but one space after a word)."""
+    assert _ours(WordTokenizer("en"), text) == _reference(text)
+
+
+def test_the_memo_starts_afresh_past_the_bound() -> None:
+    tokenizer = WordTokenizer("en")
+    text = "The committee met on Tuesday; it didn't (yet) decide."
+    assert _ours(tokenizer, text) == _reference(text)
+    memo = words._pipeline(tokenizer._impl).memo
+    with patch.object(words, "MAX_VOCAB_STRINGS", len(memo) - 1), tokenizer.batch():
+        assert words._pipeline(tokenizer._impl).memo is not memo
+    assert _ours(tokenizer, text) == _reference(text)
