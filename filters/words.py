@@ -45,7 +45,7 @@ from spacy.attrs import IS_PUNCT, IS_SPACE
 
 from filters import span_memo
 
-MAX_VOCAB_STRINGS = 1_000_000  # ~ a few hundred MB of lexemes and cache entries, then start afresh
+MAX_VOCAB_STRINGS = 1_000_000  # lexemes, and memo spans apart: a few hundred MB each at most, then start afresh
 CHUNK_CHARS = 1_000  # a chunk ends at the first line-break run past this many characters
 LINE_BREAK_RUN = re.compile(r"\s*\n\s*")  # \s is str.isspace(), spaCy's whitespace
 TOKEN_ATTRS = span_memo.TOKEN_ATTRS  # offset, length, is_punct, is_space, string hash
