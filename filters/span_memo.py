@@ -33,6 +33,14 @@ IS_WHITESPACE = np.array([chr(c).isspace() for c in range(LAST_SPACE + 1)] + [Fa
 SPACE = 0x20
 
 
+def token_texts(text: str, table: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The start offset of each ``TOKEN_ATTRS`` row of ``text`` and its slice of it, stripped
+    (a whitespace token gives "")."""
+    starts = table[:, 0].astype(np.int64)
+    ends = starts + table[:, 1].astype(np.int64)
+    return starts, list(map(str.strip, map(text.__getitem__, map(slice, starts.tolist(), ends.tolist()))))
+
+
 def usable(rules: dict) -> bool:
     """Whether spans tokenize independently under these exceptions: none mixes whitespace with other
     characters (Spanish has "EE. UU.", which spaCy matches over the space)."""
@@ -127,11 +135,11 @@ class SpanMemo:
         return tuple(np.concatenate([piece[i] for piece in pieces]) for i in range(3))
 
     def _spacy_tokens(self, text: str, offset: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """spaCy's tokens of ``text`` (not empty) as columns, offsets shifted by ``offset``."""
+        self.nlp.max_length = max(self.nlp.max_length, len(text) + 10)
         table = self.nlp.make_doc(text).to_array(TOKEN_ATTRS)
-        idx = table[:, 0].astype(np.int64)
-        ends = idx + table[:, 1].astype(np.int64)
-        texts = _objects([text[a:b].strip() for a, b in zip(idx.tolist(), ends.tolist(), strict=True)])
-        return idx + offset, texts, self.kind_of(table)
+        starts, texts = token_texts(text, table)
+        return starts + offset, _objects(texts), self.kind_of(table)
 
     def _ids(self, strings: list[str]) -> np.ndarray:
         ids = np.fromiter(map(self.ids.get, strings, repeat(-1)), dtype=np.int64, count=len(strings))
@@ -140,48 +148,41 @@ class SpanMemo:
             new = dict.fromkeys(strings[i] for i in unknown.tolist())
             words = [s for s in new if not s.isspace()]
             if words:
-                self._learn(words)
+                self._learn_words(words)
             for span in new:
-                if span.isspace():
-                    self._learn([span])
+                if span.isspace():  # alone: it then starts its text, so spaCy keeps it whole
+                    self._learn_with_spacy([span])
             ids[unknown] = [self.ids[strings[i]] for i in unknown.tolist()]
         return ids
 
-    def _learn(self, spans: list[str]) -> None:
-        """Tokenize spans unknown so far. A span of ASCII letters that no exception, prefix, suffix or
-        infix rule matches is one token (spaCy's affix loop and its matcher find nothing in it), known
-        here by three regex calls instead of a pass through the tokenizer; the other words go through
-        spaCy in one call, separated by line breaks (a line break is a token of its own, so nothing
-        matches across it); a whitespace span alone (it starts its text, so spaCy keeps it whole)."""
-        if self.word_kind is not None and not spans[0].isspace():
-            whole = [s for s in spans if s.isascii() and s.isalpha() and self._is_one_token(s)]
+    def _learn_words(self, words: list[str]) -> None:
+        """A word of ASCII letters that no exception, prefix, suffix or infix rule matches is one token
+        (spaCy's affix loop and its matcher find nothing in it), known here by three regex calls
+        instead of a pass through the tokenizer; the other words go through spaCy."""
+        if self.word_kind is not None:
+            whole = [s for s in words if s.isascii() and s.isalpha() and self._is_one_token(s)]
             if whole:
-                ones = np.ones(len(whole), dtype=np.int64)
-                self._store(
-                    whole,
-                    ones,
-                    np.zeros(len(whole), dtype=np.int64),
-                    whole,
-                    np.full(len(whole), self.word_kind, np.uint8),
-                )
-                spans = [s for s in spans if s not in self.ids]
-                if not spans:
-                    return
+                n = len(whole)
+                zeros = np.zeros(n, dtype=np.int64)
+                self._store(whole, zeros + 1, zeros, whole, np.full(n, self.word_kind, np.uint8))
+                words = [s for s in words if s not in self.ids]
+        if words:
+            self._learn_with_spacy(words)
+
+    def _learn_with_spacy(self, spans: list[str]) -> None:
+        """Tokenize spans in one spaCy call, separated by line breaks (a line break is a token of its
+        own, so nothing matches across it)."""
         joined = "\n".join(spans)
-        self.nlp.max_length = max(self.nlp.max_length, len(joined) + 10)
-        table = self.nlp.make_doc(joined).to_array(TOKEN_ATTRS)
+        starts, texts, kinds = self._spacy_tokens(joined, 0)
         lengths = np.fromiter(map(len, spans), dtype=np.int64, count=len(spans))
         span_starts = np.cumsum(lengths + 1) - lengths - 1
-        idx = table[:, 0].astype(np.int64)
-        owner = np.searchsorted(span_starts, idx, side="right") - 1
-        inside = idx < span_starts[owner] + lengths[owner]  # not a separating line break
-        table, idx, owner = table[inside], idx[inside], owner[inside]
-        ends = idx + table[:, 1].astype(np.int64)
-        texts = [joined[a:b].strip() for a, b in zip(idx.tolist(), ends.tolist(), strict=True)]
+        owner = np.searchsorted(span_starts, starts, side="right") - 1
+        inside = starts < span_starts[owner] + lengths[owner]  # not a separating line break
+        owner = owner[inside]
         counts = np.bincount(owner, minlength=len(spans))
         if not counts.all():
             raise AssertionError("spaCy gave a span no token")
-        self._store(spans, counts, idx - span_starts[owner], texts, self.kind_of(table))
+        self._store(spans, counts, starts[inside] - span_starts[owner], texts[inside], kinds[inside])
 
     def _is_one_token(self, span: str) -> bool:
         tokenizer = self.nlp.tokenizer
@@ -192,9 +193,7 @@ class SpanMemo:
             and (tokenizer.infix_finditer is None or next(tokenizer.infix_finditer(span), None) is None)
         )
 
-    def _store(
-        self, spans: list[str], counts: np.ndarray, rel_starts: np.ndarray, texts: list[str], kinds: np.ndarray
-    ) -> None:
+    def _store(self, spans: list[str], counts: np.ndarray, rel_starts: np.ndarray, texts, kinds: np.ndarray) -> None:
         """Spans' tokens: ``counts[i]`` rows each, in span order."""
         last = np.cumsum(counts) - 1  # in texts
         base = len(self.rel_start)

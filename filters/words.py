@@ -45,7 +45,9 @@ from spacy.attrs import IS_PUNCT, IS_SPACE
 
 from filters import span_memo
 
-MAX_VOCAB_STRINGS = 1_000_000  # lexemes, and memo spans apart: a few hundred MB each at most, then start afresh
+MAX_VOCAB_STRINGS = (
+    1_000_000  # vocabulary strings, and apart from them memo spans: a few hundred MB each, then start afresh
+)
 CHUNK_CHARS = 1_000  # a chunk ends at the first line-break run past this many characters
 LINE_BREAK_RUN = re.compile(r"\s*\n\s*")  # \s is str.isspace(), spaCy's whitespace
 TOKEN_ATTRS = span_memo.TOKEN_ATTRS  # offset, length, is_punct, is_space, string hash
@@ -136,12 +138,8 @@ class WordTokenizer:
         table = pipeline.token_table(text)
         if not len(table):
             return Tokenized(text, [], [], "")
-        starts = table[:, 0].astype(np.int64)
-        ends = starts + table[:, 1].astype(np.int64)
-        kinds = pipeline.kinds(table)
-        starts_list = starts.tolist()
-        texts = list(map(str.strip, map(text.__getitem__, map(slice, starts_list, ends.tolist()))))
-        return Tokenized(text, starts_list, texts, kinds.tobytes().decode("ascii"))
+        starts, texts = span_memo.token_texts(text, table)
+        return Tokenized(text, starts.tolist(), texts, pipeline.kinds(table).tobytes().decode("ascii"))
 
     def sentences(self, line: str) -> int:
         """Sentence count of one stripped line (datatrove's ``len(split_into_sentences(line))``)."""
@@ -158,17 +156,16 @@ class _Pipeline:
 
         self.nlp = nlp
         rule_based = type(nlp.tokenizer) is Tokenizer  # not jieba, sudachi, pyvi...: those keep spaCy's defaults
-        if rule_based:
-            nlp.tokenizer.max_cache_size = MAX_VOCAB_STRINGS
+        memo_fits = rule_based and span_memo.usable(nlp.tokenizer.rules)
+        if rule_based:  # the memo holds each span once; without one, spaCy's cache holds up to the bound
+            nlp.tokenizer.max_cache_size = 0 if memo_fits else MAX_VOCAB_STRINGS
             getters = nlp.vocab.lex_attr_getters
             nlp.vocab.lex_attr_getters = {attr: getters[attr] for attr in (IS_PUNCT, IS_SPACE) if attr in getters}
         self.chunked = rule_based and all(key == "\n" for key in nlp.tokenizer.rules if "\n" in key)
         # the sentencizer's sentence-final characters as string hashes (a token's ORTH)
         chars = nlp.get_pipe("sentencizer").punct_chars
         self.sentence_final = np.array(sorted(nlp.vocab.strings[c] for c in chars), dtype=np.uint64)
-        self.memo = self.new_memo() if rule_based and span_memo.usable(nlp.tokenizer.rules) else None
-        if self.memo is not None:  # the memo holds every span once; spaCy's cache would hold them again
-            nlp.tokenizer.max_cache_size = 0
+        self.memo = self.new_memo() if memo_fits else None
 
     def new_memo(self) -> span_memo.SpanMemo:
         # a word of ASCII letters is neither punctuation nor whitespace; it is sentence-final if such a letter is
