@@ -214,3 +214,11 @@ def test_the_memo_starts_afresh_past_the_bound() -> None:
     with patch.object(words, "MAX_VOCAB_STRINGS", len(memo) - 1), tokenizer.batch():
         assert words._pipeline(tokenizer._impl).memo is not memo
     assert _ours(tokenizer, text) == _reference(text)
+
+
+def test_a_resplice_stretch_longer_than_spacys_default_max_length() -> None:
+    """A stretch handed back to spaCy may be longer than any text spaCy was given before (here one line of
+    1.1M characters, every boundary risky): spaCy's length limit is raised for it as for any text."""
+    text = "known' ''word " * 80_000
+    assert len(text) > 1_000_000
+    assert _ours(WordTokenizer("en"), text) == _reference(text)
