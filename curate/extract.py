@@ -2,7 +2,8 @@
 cheap language pre-check that skips trafilatura on pages confidently outside the target languages.
 
 Extraction runs in datatrove's ``ExtractorSandbox`` (a child process that is killed on timeout), so
-a pathological page can stall neither the task nor its memory. trafilatura runs with its XPath lists
+a pathological page can stall neither the task nor its memory; the page reaches the child through
+shared memory (``common.sandbox.SharedTextSandbox``). trafilatura runs with its XPath lists
 compiled to Python (``curate.xpath_subset``): the same output, in about 60 % of the time.
 """
 
@@ -16,11 +17,10 @@ from functools import cache
 
 from datatrove.data import Document, DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
-from datatrove.pipeline.extractors.base import ExtractorSandbox
 from datatrove.utils.logging import logger
 
 from classifiers.lid import LanguageIdentifier
-from common.sandbox import run_sandboxed
+from common.sandbox import SharedTextSandbox, run_sandboxed
 from curate.xpath_subset import compile_or_keep
 
 # "up to the first -->" and "up to the first closing tag" as unrolled loops: the same matches as the
@@ -164,7 +164,7 @@ class MainTextExtractor(PipelineStep):
         with ExitStack() as stack:
             if self.exclusion_writer is not None:
                 stack.enter_context(self.exclusion_writer)
-            sandbox = stack.enter_context(ExtractorSandbox(timeout=self.timeout, warmup_text=""))
+            sandbox = stack.enter_context(SharedTextSandbox(timeout=self.timeout))
             for doc in data:
                 self.stat_update("total")
                 with self.track_time():
