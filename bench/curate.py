@@ -129,6 +129,8 @@ def main() -> None:
         runs: dict[str, list[float]] = {name: [] for name in jobs}
         wall: dict[str, list[float]] = {name: [] for name in jobs}
         agreement: dict[str, list[float]] = {name: [] for name in ours}
+        extraction: dict[str, list[float]] = {name: [] for name in jobs}
+        rest: dict[str, list[float]] = {name: [] for name in jobs}
         order = list(jobs)
         for rep in range(args.repeats):
             # rotate the order so that a slow period of a noisy machine does not always hit one pipeline
@@ -139,6 +141,8 @@ def main() -> None:
             for name, result in results.items():
                 runs[name].append(docs / result.cpu_seconds)
                 wall[name].append(docs / result.seconds)
+                extraction[name].append(result.extraction_seconds)
+                rest[name].append(result.cpu_seconds - result.extraction_seconds)
                 if name != "datatrove":
                     agreement[name].append(1 - len(disagreements(result, ref)) / docs)
             line = ", ".join(f"{name} {runs[name][-1]:.1f} ({wall[name][-1]:.1f})" for name in order)
@@ -156,13 +160,27 @@ def main() -> None:
             "docs_per_cpu_s": values, "median": median(values), "ratio": ratio,
             "wall_docs_per_s": wall[name], "wall_median": median(wall[name]), "wall_ratio": wall_ratio,
             "agreement": agree, "ratio_per_repeat": per_repeat, "median_ratio_per_repeat": median(per_repeat),
+            "extraction_seconds": extraction[name], "other_cpu_seconds": rest[name],
         }
         print(
             f"{name:40} {median(values):>22.1f} {ratio:>6.2f}x {median(wall[name]):>12.1f} {wall_ratio:>6.2f}x"
             f" {agree:>10.4f}   {', '.join(f'{r:.2f}x' for r in per_repeat)} ({median(per_repeat):.2f}x)"
         )
+    print_time_split(extraction, rest)
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2))
+
+
+def print_time_split(extraction: dict[str, list[float]], rest: dict[str, list[float]]) -> None:
+    """Where each pipeline's CPU time goes: its extraction step (seconds inside it, the wait for the
+    sandbox child included) and everything else, medians over the repeats. The ratio each part
+    reaches against datatrove's bounds the whole (Amdahl): e.g. the total budget of "10x datatrove"
+    minus our extraction is what the rest may take."""
+    print(f"\n{'CPU seconds (median)':40} {'extraction':>12} {'ratio':>7} {'everything else':>16} {'ratio':>7}")
+    base_extraction, base_rest = median(extraction["datatrove"]), median(rest["datatrove"])
+    for name in extraction:
+        ext, other = median(extraction[name]), median(rest[name])
+        print(f"{name:40} {ext:>12.2f} {base_extraction / ext:>6.1f}x {other:>16.2f} {base_rest / other:>6.1f}x")
 
 
 if __name__ == "__main__":

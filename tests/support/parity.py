@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 from datatrove.pipeline.base import PipelineStep
+from datatrove.pipeline.extractors.base import BaseExtractor
 from datatrove.pipeline.readers import WarcReader
 
 from curate.config import CurateConfig
+from curate.extract import MainTextExtractor
 from curate.pipeline import build_curate_pipeline
 from pipelines.layout import RunLayout
 from pipelines.recipe import load_recipe
@@ -33,6 +35,12 @@ class Decisions:
     reasons: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     cpu_seconds: float = 0.0  # this process and its reaped children (the extraction sandbox)
+    extraction_seconds: float = 0.0  # inside the extraction step (its wait for the sandbox child included)
+
+
+def _extraction_seconds(steps: list[PipelineStep]) -> float:
+    """Seconds the extraction steps (datatrove's or ours) have spent so far, by their time stats."""
+    return sum(step.stats.time_stats.total for step in steps if isinstance(step, (BaseExtractor, MainTextExtractor)))
 
 
 def cpu_clock() -> float:
@@ -88,9 +96,11 @@ def reference_decisions(files: list[Path], timeout: float = 1.0, warmup: list[Pa
         if warmup:
             run(warmup, Path(tmp) / "warmup")
             out.seen.clear()
+        extracting = _extraction_seconds(steps)
         start, cpu = time.perf_counter(), cpu_clock()
         out.kept = run(files, Path(tmp) / "run")
         out.seconds, out.cpu_seconds = time.perf_counter() - start, cpu_clock() - cpu
+        out.extraction_seconds = _extraction_seconds(steps) - extracting
     return out
 
 
@@ -119,10 +129,12 @@ def curate_decisions(
                 pass
             shutil.rmtree(layout.root)
             steps[0] = type(steps[0])(source.base, paths_file=str(listing), dump="compare")
+        extracting = _extraction_seconds(steps)
         start, cpu = time.perf_counter(), cpu_clock()
         for _ in run_steps(steps):
             pass
         out.seconds, out.cpu_seconds = time.perf_counter() - start, cpu_clock() - cpu
+        out.extraction_seconds = _extraction_seconds(steps) - extracting
         for file in layout.curated.glob("*.parquet"):
             ids = pq.read_table(file, columns=["id"]).column("id").to_pylist()
             out.kept.update(ids)
