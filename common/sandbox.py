@@ -49,12 +49,11 @@ class SharedTextSandbox(ExtractorSandbox):
         super().__init__(timeout, warmup_text="")
         start_method = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
         self.buffer = mmap.mmap(-1, buffer_bytes) if start_method == "fork" else None
-        self._work: Callable[[str], Any] | None = None
         self._reader: _ReadShared | None = None
 
     def process_document(self, text: str, extract_fn: Callable[[str], T]) -> T:
-        if self._work is not extract_fn:  # the child runs the callable it was started with
-            self._work, self._reader = extract_fn, _ReadShared(extract_fn, self.buffer)
+        if self._reader is None or self._reader.work is not extract_fn:  # a child runs the callable it started with
+            self._reader = _ReadShared(extract_fn, self.buffer)
         payload: str | _InBuffer = text
         if self.buffer is not None:
             data = text.encode(*_CODEC)
