@@ -1,7 +1,7 @@
 """Main-text extraction with trafilatura, FineWeb's settings, a per-page time limit and an optional
 cheap language pre-check that skips trafilatura on pages confidently outside the target languages.
 
-Extraction runs in datatrove's ``ExtractorSandbox`` (a child process that is killed on timeout), so
+Extraction runs in a sandbox child process (``common.sandbox``) killed after its CPU-time limit, so
 a pathological page can stall neither the task nor its memory; the page reaches the child through
 shared memory (``common.sandbox.SharedTextSandbox``). trafilatura runs with its XPath lists
 compiled to Python (``curate.xpath_subset``): the same output, in about 60 % of the time.
@@ -23,10 +23,13 @@ from classifiers.lid import LanguageIdentifier
 from common.sandbox import SharedTextSandbox, run_sandboxed
 from curate.xpath_subset import compile_or_keep
 
-# "up to the first -->" and "up to the first closing tag" as unrolled loops: the same matches as the
-# lazy ``<!--.*?-->`` and ``<(script|...)...>.*?</\1\s*>``, without a closing-tag test at every character
-_COMMENT = re.compile(r"<!--[^-]*(?:-(?!->)[^-]*)*-->")
-_SCRIPT = re.compile(r"<(script|style|noscript|template|svg)\b[^>]*>[^<]*(?:<(?!/\1\s*>)[^<]*)*</\1\s*>", re.I)
+# Comments and raw-text elements are cut by searching for the opener and then for its closer, each
+# scan starting where the last one ended: linear in the page. (The unrolled regexes they replace matched
+# the same text, but retried the closer search at every unclosed ``<!--`` or ``<script>``: 75,000
+# unclosed ``<!--`` cost ~10 minutes, outside the extraction sandbox.) An unclosed opener means no
+# later opener of its kind can close either, which is what keeps the scans from repeating.
+_RAW_TEXT_NAMES = ("script", "style", "noscript", "template", "svg")
+_CLOSERS = {name: re.compile(rf"</{name}\s*>", re.I) for name in _RAW_TEXT_NAMES}
 _TAG = re.compile(r"<[^>]{0,2000}>")
 _SPACE = re.compile(r"\s+")
 _ENTITY_FREE_SPACE = re.compile(r"[ \t\n\f]")  # no character reference holds one (html.unescape's rule)
@@ -38,13 +41,54 @@ def _visible(text: str) -> str:
     return _SPACE.sub(" ", html_lib.unescape(text)).strip()
 
 
+def _without_comments(html: str) -> str:
+    """Each ``<!--`` up to the first ``-->`` after it replaced by a space (the lazy ``<!--.*?-->``)."""
+    parts, pos = [], 0
+    while (start := html.find("<!--", pos)) >= 0 and (end := html.find("-->", start + 4)) >= 0:
+        parts += (html[pos:start], " ")
+        pos = end + 3
+    parts.append(html[pos:])
+    return "".join(parts)
+
+
+def _openers(names: Sequence[str]) -> re.Pattern[str]:
+    return re.compile(rf"<({'|'.join(names)})\b", re.I)
+
+
+def _without_raw_text_elements(html: str) -> str:
+    """Each ``<script ...>`` (style, noscript, template, svg) up to its first closing tag replaced by a
+    space (the lazy ``<(script|...)\\b[^>]*>.*?</\\1\\s*>``). The end of the opening tag is looked up
+    once per ``>`` rather than once per opener, and a kind that stays unclosed is not searched again."""
+    names = list(_RAW_TEXT_NAMES)
+    openers = _openers(names)
+    parts, pos, search_from, tag_end = [], 0, 0, -1
+    while (opener := openers.search(html, search_from)) is not None:
+        if tag_end < opener.end():
+            tag_end = html.find(">", opener.end())
+            if tag_end < 0:  # no tag is closed after this point: no opener can match
+                break
+        name = opener.group(1).lower()
+        closer = _CLOSERS[name].search(html, tag_end + 1)
+        if closer is None:
+            names.remove(name)
+            if not names:
+                break
+            openers = _openers(names)
+            search_from = opener.start() + 1
+            continue
+        parts += (html[pos : opener.start()], " ")
+        pos = search_from = closer.end()
+    parts.append(html[pos:])
+    return "".join(parts)
+
+
 def rough_text(html: str) -> str:
     """Visible-ish text of a page by regex (no parse): enough for a language guess, not for output.
 
     Unescaping and collapsing spaces stop early: cut before a space that no character reference
     spans, a prefix's visible text is a prefix of the whole's, so once it is long enough it decides."""
     head = html[:PRECHECK_HTML_CHARS]
-    text = _TAG.sub(" ", _SCRIPT.sub(" ", _COMMENT.sub(" ", head)))
+    text = _TAG.sub(" ", _without_raw_text_elements(_without_comments(head)))
     cut = _ENTITY_FREE_SPACE.search(text, 2 * PRECHECK_TEXT_CHARS)
     if cut is not None:
         visible = _visible(text[: cut.start()])

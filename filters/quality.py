@@ -14,11 +14,10 @@ from dataclasses import dataclass, fields
 
 from datatrove.data import Document, DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
-from datatrove.pipeline.extractors.base import ExtractorSandbox
 from datatrove.pipeline.filters.base_filter import BaseFilter
 from datatrove.pipeline.writers.disk_base import DiskWriter
 
-from common.sandbox import run_sandboxed
+from common.sandbox import CpuTimedSandbox, run_sandboxed
 from filters import c4, fineweb, gopher_quality, gopher_repetition
 from filters.rule import Rule, column
 from filters.words import WordTokenizer
@@ -95,8 +94,8 @@ class _SignalsOf:
 class QualitySignals(PipelineStep):
     """Annotate each document with every quality signal (metadata columns).
 
-    The signals run in a child process killed after ``options.timeout`` seconds per document (datatrove's
-    ``ExtractorSandbox``, as extraction does): spaCy's tokenizer is super-linear on a long run without a
+    The signals run in a child process killed after ``options.timeout`` CPU seconds per document
+    (``common.sandbox.CpuTimedSandbox``, as extraction does): spaCy's tokenizer is super-linear on a long run without a
     space (50,000 U+FFFD from a binary page took 3 min 19 s), so a hostile document must not stall the
     task. Such a document is dropped with reason ``timeout`` (``removed/signals/``, counted in the stats);
     every other one goes on.
@@ -140,7 +139,7 @@ class QualitySignals(PipelineStep):
             if self.exclusion_writer is not None:
                 stack.enter_context(self.exclusion_writer)
             warmup = ("", self.default_language)
-            sandbox = stack.enter_context(ExtractorSandbox(timeout=self.options.timeout, warmup_text=warmup))
+            sandbox = stack.enter_context(CpuTimedSandbox(timeout=self.options.timeout, warmup_text=warmup))
             for doc in data:
                 self.stat_update("total")
                 language = doc.metadata.get("language") or self.default_language

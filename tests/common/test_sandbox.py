@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import subprocess
+import sys
 import time
 
 import pytest
 
-from common.sandbox import SharedTextSandbox, _InBuffer, run_sandboxed
+from common.sandbox import CpuTimedSandbox, SharedTextSandbox, _InBuffer, cpu_seconds, run_sandboxed
 
 TEXTS = [
     "",
@@ -26,9 +28,15 @@ def echo(text: str) -> str:
     return text
 
 
+def spin(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
 def stall_or_echo(text: str) -> str:
     if text.startswith("stall"):
-        time.sleep(30)
+        spin(60)
     if text.startswith("die"):
         os._exit(3)
     return text
@@ -66,3 +74,63 @@ def test_a_failed_child_is_replaced_and_reads_the_next_page_intact(failing: str,
         assert run_sandboxed(sandbox, failing + " " + "z" * 300, stall_or_echo) == (None, reason)
         assert run_sandboxed(sandbox, "after ü", stall_or_echo) == ("after ü", None)
         assert run_sandboxed(sandbox, "and again", stall_or_echo) == ("and again", None)
+
+
+def sleep_then_echo(text: str) -> str:
+    time.sleep(float(text or 0))  # "" is the warm-up
+    return text
+
+
+def spin_then_echo(text: str) -> str:
+    spin(float(text or 0))
+    return text
+
+
+def test_the_limit_counts_cpu_time_not_waiting() -> None:
+    """A child that waits 1.5 s but computes for none of it is within a 1 s limit (before: timed out)."""
+    with SharedTextSandbox(timeout=1.0) as sandbox:
+        assert run_sandboxed(sandbox, "1.5", sleep_then_echo) == ("1.5", None)
+    with SharedTextSandbox(timeout=1.0) as sandbox:  # a child keeps the callable it started with
+        assert run_sandboxed(sandbox, "0.2", spin_then_echo) == ("0.2", None)
+        assert run_sandboxed(sandbox, "60", spin_then_echo) == (None, "timeout")
+
+
+def test_a_child_that_blocks_is_stopped_by_the_wall_clock_backstop() -> None:
+    with CpuTimedSandbox(timeout=1.0, wall_backstop=2.0) as sandbox:
+        started = time.monotonic()
+        assert run_sandboxed(sandbox, "3600", sleep_then_echo) == (None, "timeout")
+        assert time.monotonic() - started < 60
+        assert run_sandboxed(sandbox, "0", sleep_then_echo) == ("0", None)
+
+
+def test_cpu_seconds_of_a_busy_process_grow() -> None:
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        first = cpu_seconds(busy.pid)
+        time.sleep(0.5)
+        assert cpu_seconds(busy.pid) > first
+    finally:
+        busy.kill()
+        busy.wait()
+
+
+@pytest.mark.e2e
+def test_decisions_do_not_depend_on_load() -> None:
+    """Pages needing 0.3 CPU s under a 1 s limit, the sandbox child sharing one core with three busy
+    processes (it gets at most a quarter of it: >= 1.2 s of wall-clock time per page). Before, every
+    page timed out under this load; now every page is extracted, as on a quiet machine."""
+    core = min(os.sched_getaffinity(0))
+    own = os.sched_getaffinity(0)
+    burners = [
+        subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{core}}})\nwhile True: pass"])
+        for _ in range(3)
+    ]
+    try:
+        os.sched_setaffinity(0, {core})  # the sandbox child inherits the one core
+        with SharedTextSandbox(timeout=1.0) as sandbox:
+            assert [run_sandboxed(sandbox, "0.3", spin_then_echo) for _ in range(2)] == [("0.3", None)] * 2
+    finally:
+        os.sched_setaffinity(0, own)
+        for burner in burners:
+            burner.kill()
+            burner.wait()
