@@ -13,14 +13,19 @@ from contextlib import contextmanager
 from typing import NoReturn
 
 USAGE_ERROR = 2
+MAX_LINE_CHARS = 2000
 
 
 def one_line(message: object) -> str:
-    """`message` as one line: a multi-line message joined with "; ", a KeyError without its quotes."""
+    """`message` as one line: a multi-line message joined with "; ", a KeyError without its quotes, control
+    characters escaped (a name holding ESC sequences must not drive the terminal), at most 2,000 characters
+    (a message that quotes a huge value stays a line)."""
     if isinstance(message, KeyError) and message.args:
         message = message.args[0]
     lines = [line.strip() for line in str(message).splitlines() if line.strip()]
-    return "; ".join(lines) or type(message).__name__
+    text = "; ".join(lines) or type(message).__name__
+    text = "".join(char if char.isprintable() else ascii(char)[1:-1] for char in text)
+    return text if len(text) <= MAX_LINE_CHARS else text[: MAX_LINE_CHARS - 3] + "..."
 
 
 def fail(message: object) -> NoReturn:

@@ -48,11 +48,40 @@ def check_writable(folder: str | os.PathLike[str]) -> Path:
     return folder
 
 
-class FolderLock:
-    """An exclusive, non-blocking lock on a folder (created if missing); `release` or process exit frees it."""
+def refuse_planted_links(folder: str | os.PathLike[str]) -> None:
+    """Refuse an output folder that holds a symbolic link anywhere below it: a run writes through its
+    own names (``.lock``, ``report/``, ``curated/``, checkpoints), and a link planted under one of them
+    would send the write to the link's target, outside the folder (the audit overwrote a file elsewhere
+    with the lock record, and put the report outside ``--out``). The folder itself may be a link."""
+    for parent, dirs, files in os.walk(folder):
+        for name in (*dirs, *files):
+            path = Path(parent) / name
+            if path.is_symlink():
+                raise FolderUnavailable(
+                    f"{folder}: {path} is a symbolic link; an output folder is never written through links, "
+                    "remove it (or choose another folder)"
+                )
 
-    def __init__(self, folder: str | os.PathLike[str], what: str = "run") -> None:
+
+def check_apart(out: str | os.PathLike[str], inputs: dict[str, str | os.PathLike[str]]) -> None:
+    """Refuse an output folder that is an input folder, lies inside one or holds one: the run would
+    overwrite what it reads, or read its own output on a rerun. `inputs`: {what: folder}."""
+    out_path = Path(out).resolve()
+    for what, folder in inputs.items():
+        folder_path = Path(folder).resolve()
+        if out_path == folder_path or folder_path in out_path.parents or out_path in folder_path.parents:
+            raise FolderUnavailable(f"{out}: an output folder must be apart from the {what} ({folder})")
+
+
+class FolderLock:
+    """An exclusive, non-blocking lock on a folder (created if missing); `release` or process exit frees it.
+
+    `writes_below`: the holder writes inside the folder, so a link planted below it is refused (False for
+    a folder locked only so that no one writes it while it is read, such as refilter's run)."""
+
+    def __init__(self, folder: str | os.PathLike[str], what: str = "run", writes_below: bool = True) -> None:
         self.folder = Path(folder)
+        self.writes_below = writes_below
         self.path = self.folder / LOCK_NAME
         self.what = what
         self._fd: int | None = None
@@ -61,7 +90,9 @@ class FolderLock:
         check_writable(self.folder)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            if self.writes_below:
+                refuse_planted_links(self.folder)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a planted .lock link: ELOOP
         except OSError as err:
             raise FolderUnavailable(f"{self.folder}: cannot write there ({err.strerror})") from None
         try:

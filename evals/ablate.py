@@ -50,6 +50,9 @@ import pyarrow.parquet as pq
 import yaml
 
 from common.atomic import atomic_write_text
+from common.cli import one_line
+from common.lock import FolderLock, FolderUnavailable
+from common.names import UnsafeName, checked_name
 from evals.run import write_json_atomic
 from evals.tasks import headline
 from evals.tasks.texts import read_jsonl, spread
@@ -103,7 +106,11 @@ def load_spec(path: Path) -> AblationSpec:
     for i, d in enumerate(raw["datasets"]):
         if not isinstance(d, dict) or not {"name", "path"} <= set(d):
             raise SpecError(f"{path}: datasets[{i}] needs `name` and `path`")
-        datasets.append(Dataset(str(d["name"]), _resolve(base, str(d["path"]))))
+        try:
+            name = checked_name(d["name"], f"{path}: datasets[{i}].name")  # it names folders under --out
+        except UnsafeName as err:
+            raise SpecError(str(err)) from None
+        datasets.append(Dataset(name, _resolve(base, str(d["path"]))))
     if len({d.name for d in datasets}) != len(datasets):
         raise SpecError(f"{path}: dataset names must be unique")
     tasks = {str(k): _resolve(base, str(v)) for k, v in dict(raw["tasks"]).items()}
@@ -426,9 +433,10 @@ def main(argv: list[str] | None = None) -> int:
         spec = load_spec(args.spec)
         for d in spec.datasets:
             dataset_files(d)
+        _lock = FolderLock(args.out, "ablation").acquire()  # one ablation per folder, until exit
         ablate(spec, args.out)
-    except (SpecError, RuntimeError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (SpecError, RuntimeError, FolderUnavailable) as err:
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     print(f"wrote {args.out / 'ablation.json'} and {args.out / 'index.html'}")
     return 0

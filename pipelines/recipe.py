@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from common.config import ConfigError, from_mapping, merge
+from common.names import checked_name
 from curate.config import CurateConfig
 from dedup.config import DedupSection
 
@@ -64,8 +65,7 @@ def load_recipe(path: str | Path | None = None) -> Recipe:
     unknown = sorted(map(str, set(data) - set(TOP_LEVEL)))
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(TOP_LEVEL)}")
-    if not isinstance(data["name"], str):
-        raise ConfigError(f"{where}.name: expected a string, got {data['name']!r}")
+    checked_name(data["name"], f"{where}.name:")  # it names refilter's output folder
     curate = CurateConfig.from_mapping({key: data[key] for key in CurateConfig.sections()}, where)
     dedup = from_mapping(DedupSection, data["dedup"], f"{where}.dedup")
     try:

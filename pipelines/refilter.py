@@ -19,8 +19,9 @@ from pathlib import Path
 
 from datatrove.pipeline.base import PipelineStep
 
+from common.cli import one_line
 from common.config import ConfigError
-from common.lock import FolderUnavailable, check_writable
+from common.lock import FolderLock, FolderUnavailable, check_apart, check_writable
 from curate.refilter import KEPT, Tally, build_refilter_pipeline, judged_ids
 from pipelines.layout import RunLayout
 from pipelines.recipe import Recipe, load_recipe
@@ -83,8 +84,14 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"{run} is not a run directory (no run.json)")
         recipe = load_recipe(args.recipe)
         out = check_writable(args.out or run / "refilter" / recipe.name)
+        layout = RunLayout(run)
+        check_apart(out, {"run's curated documents": layout.curated, "run's removed documents": layout.removed_root})
+        # the run must not be writing (curating, deduplicating) while its documents are judged, and one
+        # refilter at a time per output: both locks are held until the process ends
+        _run_lock = FolderLock(run, "pipelines.run or refilter", writes_below=False).acquire()
+        _out_lock = FolderLock(out, "refilter").acquire()
     except (ConfigError, FolderUnavailable) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     print_report(refilter(run, recipe, out))
     return 0

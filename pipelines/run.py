@@ -22,6 +22,7 @@ from common.cli import one_line
 from common.config import ConfigError
 from common.lifetime import children_die_with_me
 from common.lock import FolderLock, FolderUnavailable
+from common.names import checked_name
 from curate.pipeline import build_curate_pipeline
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
 from pipelines.layout import RunLayout
@@ -149,6 +150,8 @@ def check_args(args: argparse.Namespace) -> None:
             raise ConfigError(f"{flag} must be >= 1, got {value}")
     if args.ray_memory_per_task is not None and args.ray_memory_per_task <= 0:
         raise ConfigError("--ray-memory-per-task must be > 0 (GB)")
+    if args.dump is not None:
+        checked_name(args.dump, "--dump")  # it names the run's folder under --out
 
 
 def run_stage(args: argparse.Namespace, layout: RunLayout, name: str, pipeline: list, tasks: int) -> int:
@@ -241,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.languages:
             recipe = recipe.with_languages(tuple(args.languages))
         source = resolve_source(args.source, cc_base=args.cc_base, dump=args.dump, limit_warcs=args.limit_warcs)
+        checked_name(source.dump, "dump")
         recipe.curate.check_models()
         knobs = chain_knobs(args)
         against = dedup_indexes(args, recipe, Path(args.out) / source.dump)
