@@ -8,24 +8,27 @@ type the caller's room reports bad input with (``error``, a ``ValueError``).
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from common.bounded_input import MAX_DATA_BYTES, open_bounded
 
 
 class JsonlError(ValueError):
     """A JSONL file that cannot be read; the message is one line naming ``file:line``."""
 
 
-def iter_jsonl(path: str | Path, error: type[ValueError] = JsonlError) -> Iterator[tuple[int, Any]]:
-    """``(line number, parsed value)`` for every non-blank line of ``path``, in order (1-based numbers)."""
+def iter_jsonl(
+    path: str | Path, error: type[ValueError] = JsonlError, limit: int = MAX_DATA_BYTES
+) -> Iterator[tuple[int, Any]]:
+    """``(line number, parsed value)`` for every non-blank line of ``path``, in order (1-based numbers).
+    Only a regular file is read, and at most `limit` bytes of it once decompressed (``common.bounded_input``)."""
     path = Path(path)
-    opener = gzip.open if path.name.endswith(".gz") else open
     n = 0
     try:
-        with opener(path, "rb") as f:  # bytes, decoded line by line, so a decoding error names its line
+        with open_bounded(path, limit) as f:  # bytes, decoded line by line, so a decoding error names its line
             for n, raw in enumerate(f, 1):
                 if raw.strip():
                     try:
@@ -35,5 +38,5 @@ def iter_jsonl(path: str | Path, error: type[ValueError] = JsonlError) -> Iterat
                     except UnicodeDecodeError as err:
                         raise error(f"{path}:{n}: not UTF-8 ({err.reason} at byte {err.start})") from None
                     yield n, value
-    except (OSError, EOFError) as err:  # a missing file, a broken or truncated gzip stream
+    except (OSError, EOFError) as err:  # a missing or refused file, a broken or truncated gzip stream
         raise error(f"{path}:{n + 1}: unreadable ({err})") from None

@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from common import strict_yaml
 from common.atomic import atomic_write_text
 from common.cli import one_line
 from common.lock import FolderLock, FolderUnavailable
@@ -90,7 +91,11 @@ class AblationSpec:
 def load_spec(path: Path) -> AblationSpec:
     if not path.is_file():
         raise SpecError(f"spec {path} does not exist")
-    raw = yaml.safe_load(path.read_text()) or {}
+    try:
+        raw = strict_yaml.load_file(path) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        shown = strict_yaml.first_line(err) if isinstance(err, yaml.YAMLError) else str(err)
+        raise SpecError(f"{path}: {shown}") from None
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: the spec must be a mapping")
     base = path.resolve().parent

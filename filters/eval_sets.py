@@ -16,12 +16,13 @@ file name and keys, and a file this module cannot read is a one-line ``EvalSetEr
 
 from __future__ import annotations
 
-import gzip
+import io
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common.bounded_input import open_bounded
 from common.jsonl import iter_jsonl
 
 QUERY_KEYS = ("query", "prompt", "context", "question", "input")
@@ -73,9 +74,8 @@ def load_eval_set(path: str | Path, name: str | None = None) -> EvalSet:
 
 
 def _text_lines(path: Path) -> Iterator[str]:
-    opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
+        with io.TextIOWrapper(open_bounded(path), encoding="utf-8") as f:
             yield from f
     except (OSError, UnicodeDecodeError) as err:
         raise EvalSetError(f"{path}: unreadable ({err})") from None

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
+from common import strict_yaml
 
 SEPARATORS = ("append", "prepend", "both", "none")
 ENCODERS = ("auto", "hf")
@@ -97,8 +97,7 @@ class MixtureSpec:
 def load_spec(path: str | os.PathLike[str]) -> MixtureSpec:
     """Parse a YAML spec file."""
     p = Path(path)
-    with open(p, encoding="utf-8") as handle:
-        data = yaml.safe_load(handle)
+    data = strict_yaml.load_file(p)  # OSError, UnicodeDecodeError, yaml.YAMLError: the CLI's one line
     return spec_from_dict(data, base_dir=p.resolve().parent)
 
 

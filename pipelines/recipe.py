@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from common import strict_yaml
 from common.config import ConfigError, from_mapping, merge
 from common.names import checked_name
 from curate.config import CurateConfig
@@ -45,12 +46,14 @@ TOP_LEVEL = ("name", *CurateConfig.sections(), "dedup")
 
 
 def read_yaml(path: Path) -> dict:
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"recipe not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = strict_yaml.load_file(path) or {}
+    except OSError as err:
+        raise ConfigError(f"recipe {path}: {err.strerror or err}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as err:
-        first = str(err).strip().splitlines()[0]
+        first = strict_yaml.first_line(err) if isinstance(err, yaml.YAMLError) else str(err)
         raise ConfigError(f"{path}: not valid YAML ({first})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a recipe is a mapping at the top level")

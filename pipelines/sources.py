@@ -64,12 +64,25 @@ def resolve_crawl(crawl: str, cc_base: str = DEFAULT_CC_BASE) -> ResolvedSource:
     return ResolvedSource(crawl, base, tuple(paths), f"{crawl} ({len(paths)} WARC files listed in {listing})")
 
 
-def _expand(item: str) -> list[str]:
-    """A URL as it is; a glob, a directory, a listing file (entries relative to its folder) or a file -> files."""
+def _once_each(paths: list[str]) -> list[str]:
+    """`paths` without a second path to a file already listed (``**`` follows a link loop ``d/loop -> .``
+    to the same WARC 40 times), first one kept."""
+    firsts: dict[str, str] = {}
+    for path in paths:
+        firsts.setdefault(path if "://" in path else os.path.realpath(path), path)
+    return list(firsts.values())
+
+
+def _expand(item: str, listings: tuple[str, ...] = ()) -> list[str]:
+    """A URL as it is; a glob, a directory, a listing file (entries relative to its folder) or a file -> files.
+
+    A path that exists is that file even when its name looks like a glob (``a[1].warc.gz``); only regular
+    files are inputs (a FIFO would block the reader); a listing that lists itself, directly or through
+    others (`listings`: those being read), is refused."""
     if "://" in item:
         return [item]
-    if has_magic(item):
-        found = sorted(p for p in glob(item, recursive=True) if os.path.isfile(p))
+    if has_magic(item) and not os.path.lexists(item):
+        found = _once_each(sorted(p for p in glob(item, recursive=True) if os.path.isfile(p)))
         if not found:
             raise SourceError(f"no files match {item}")
         return found
@@ -81,15 +94,24 @@ def _expand(item: str) -> list[str]:
         return found
     if not path.exists():
         raise SourceError(f"input not found: {item}")
+    if not path.is_file():
+        raise SourceError(f"input is not a regular file (a FIFO or device is never read): {item}")
     if path.name.endswith(LISTING_SUFFIXES):
+        real = os.path.realpath(path)
+        if real in listings:
+            raise SourceError(f"listing {item} lists itself (directly or through another listing)")
         entries = _read_listing(str(path))
-        return [f for entry in entries for f in _expand(entry if "://" in entry else str(path.parent / entry))]
+        return [
+            f
+            for entry in entries
+            for f in _expand(entry if "://" in entry else str(path.parent / entry), (*listings, real))
+        ]
     return [str(path)]
 
 
 def resolve_paths(items: list[str], dump: str | None = None) -> ResolvedSource:
     """Local WARC files, globs, directories or listing files (URLs in listings are kept as URLs)."""
-    files = [file for item in items for file in _expand(item)]
+    files = _once_each([file for item in items for file in _expand(item)])
     for name in files:
         if "\n" in name or "\r" in name:  # inputs.txt holds one path per line: this one would split
             raise SourceError(f"input file name holds a line break, rename it: {name!r}")

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from common import strict_yaml
+from common.bounded_input import read_bounded
 from trainer.config import PRESETS, ModelConfig
 from trainer.train_config import TrainConfig
 
@@ -27,8 +29,8 @@ class ModelSpecError(ValueError):
 
 def _from_file(path: Path) -> ModelConfig:
     try:
-        text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        text = read_bounded(path).decode("utf-8")
+        data = json.loads(text) if path.suffix == ".json" else strict_yaml.load_text(text)
     except (OSError, ValueError, yaml.YAMLError) as err:
         raise ModelSpecError(f"model file {path}: {err}".splitlines()[0]) from None
     if not isinstance(data, dict):

@@ -9,6 +9,7 @@ from typing import TypeVar
 
 import pyarrow.parquet as pq
 
+from common.bounded_input import MAX_DATA_BYTES, read_bounded
 from common.jsonl import iter_jsonl
 from evals.tasks.base import TaskDataError
 
@@ -42,7 +43,10 @@ def read_documents(path: str | Path, column: str = "text") -> list[str]:
 
 def _read(file: Path, column: str) -> list[str]:
     if file.name.endswith(".txt"):
-        return [file.read_text(encoding="utf-8")]
+        try:
+            return [read_bounded(file, MAX_DATA_BYTES).decode("utf-8")]
+        except (OSError, UnicodeDecodeError) as err:
+            raise TaskDataError(f"{file}: unreadable ({err})") from None
     if file.name.endswith(".parquet"):
         schema = pq.read_schema(file)
         if column not in schema.names:

@@ -1,0 +1,145 @@
+"""Bounded parsing (issue 30): configs without alias blow-ups or duplicate keys, size caps on config and
+task files, decompressed-size caps against gzip bombs, only regular files as sources (a FIFO is refused
+at once), a real file named like a glob accepted, and listing cycles or link loops as one line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from common import bounded_input, strict_yaml
+from common.jsonl import JsonlError, iter_jsonl
+from pipelines.sources import SourceError, resolve_paths
+from tests.pipelines.test_containment import _refused
+from tests.support.cli import REPO
+
+SAMPLE = REPO / "pipelines" / "sample" / "sample.warc.gz"
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(8)
+)  # nine levels of ten: a billion x once expanded
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [(ALIAS_BOMB, "aliases"), ("a: 1\nb: 2\na: 3\n", "duplicate key 'a'"), ("r: {x: 1, x: 2}\n", "duplicate key 'x'")],
+)
+def test_strict_yaml_refuses_aliases_and_duplicate_keys(text: str, problem: str) -> None:
+    assert isinstance(yaml.safe_load(text), dict)  # what PyYAML alone accepts
+    with pytest.raises(yaml.YAMLError) as err:
+        strict_yaml.load_text(text)
+    assert problem in strict_yaml.first_line(err.value)
+
+
+def test_strict_yaml_reads_the_bundled_configs_as_pyyaml_does() -> None:
+    files = [*REPO.glob("pipelines/recipes/*.yaml"), *REPO.glob("mixtures/*.yaml"), *REPO.glob("examples/**/*.yaml")]
+    assert files
+    for path in files:
+        assert strict_yaml.load_file(path) == yaml.safe_load(path.read_text()), path
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "recipe.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(bounded_input.InputRefused, match="FIFO"):
+        bounded_input.read_bounded(fifo)
+
+
+def test_a_config_over_the_size_cap_is_refused(tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    big.write_text("name: x\n" + "# padding\n" * 200_000)  # 2 MB
+    with pytest.raises(bounded_input.InputRefused, match="more than"):
+        strict_yaml.load_file(big)
+
+
+def _gzip_bomb(path: Path, decompressed: int) -> None:
+    """Valid JSON lines of 1 MiB each (valid `mc` task rows too), `decompressed` bytes in all, ~1000:1."""
+    row = {"context": "a" * ((1 << 20) - 60), "choices": ["yes", "no"], "gold": 0}
+    line = (json.dumps(row) + "\n").encode()
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip framing
+    with open(path, "wb") as out:
+        for _ in range(decompressed // len(line)):
+            out.write(packer.compress(line))
+        out.write(packer.flush())
+
+
+def test_a_gzip_bomb_stops_at_the_decompressed_cap(tmp_path: Path) -> None:
+    bomb = tmp_path / "task.jsonl.gz"
+    _gzip_bomb(bomb, 64 << 20)
+    assert bomb.stat().st_size < 200_000
+    rows = 0
+    with pytest.raises(JsonlError, match="more than"):
+        for _ in iter_jsonl(bomb, limit=16 << 20):
+            rows += 1
+    assert rows <= 16
+    assert sum(1 for _ in iter_jsonl(bomb, limit=128 << 20)) == 64  # under the cap, read as before
+    with gzip.open(bomb) as handle:  # what is refused is still a valid file
+        assert json.loads(handle.readline())["context"].startswith("aaa")
+
+
+@pytest.mark.e2e
+def test_a_gzip_bomb_as_an_evals_task_is_one_line_in_bounded_memory(tmp_path: Path) -> None:
+    """600 MiB of JSON lines in a ~0.6 MB gzip, given to `evals.run` (the audit's was OOM-killed): one
+    line, exit 2, before the model is read, and the process stays far below the decompressed size."""
+    bomb = tmp_path / "mc.jsonl.gz"
+    _gzip_bomb(bomb, 600 << 20)
+    code = (
+        "import resource, sys\n"
+        "from evals.run import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stdout)\n"
+        "sys.exit(code)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = [str(tmp_path / "no-model"), "--task", f"mc={bomb}", "--out", str(tmp_path / "e.json")]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300, env=env, cwd=REPO
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert len(lines) == 1 and "more than" in lines[0], done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) < 1_500_000  # KiB: under 1.5 GiB of peak RSS
+    assert not (tmp_path / "e.json").exists()
+
+
+def test_sources_only_regular_files_once_each(tmp_path: Path) -> None:
+    folder = tmp_path / "d"
+    folder.mkdir()
+    real = folder / "a[1].warc.gz"  # a real file whose name looks like a glob
+    real.write_bytes(SAMPLE.read_bytes())
+    (folder / "loop").symlink_to(".", target_is_directory=True)
+    assert resolve_paths([str(real)]).paths == ("a[1].warc.gz",)
+    assert resolve_paths([str(folder / "**" / "*.warc.gz")]).paths == ("a[1].warc.gz",)  # not 40 times via loop/
+    assert resolve_paths([str(real), str(real)]).paths == ("a[1].warc.gz",)
+    fifo = tmp_path / "f.warc.gz"
+    os.mkfifo(fifo)
+    with pytest.raises(SourceError, match="regular file"):
+        resolve_paths([str(fifo)])
+    (tmp_path / "one.txt").write_text("two.txt\n")
+    (tmp_path / "two.txt").write_text("one.txt\n")
+    with pytest.raises(SourceError, match="lists itself"):
+        resolve_paths([str(tmp_path / "one.txt")])
+
+
+def test_cli_level_refusals(tmp_path: Path) -> None:
+    """The same through the CLIs: one line, exit 2, nothing written."""
+    out = tmp_path / "out"
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("name: x\nname: y\n")
+    _refused(tmp_path, "pipelines.run", [str(SAMPLE), "--out", str(out), "--recipe", str(recipe)], "duplicate key")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(ALIAS_BOMB.replace("a: &a", "tokenizer: t\nseq_len: &a") + "sources: []\ntarget_tokens: 1\n")
+    _refused(tmp_path, "mixtures.build", [str(bomb), "--out", str(out), "--quiet"], "aliases")
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    _refused(tmp_path, "pipelines.run", [str(SAMPLE), "--out", str(out), "--recipe", str(fifo)], "FIFO")
+    _refused(tmp_path, "pipelines.run", [str(fifo), "--out", str(out)], "regular file")
+
+
