@@ -19,6 +19,7 @@ import sys
 from types import ModuleType
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+LAUNCHER_PID = "CC2MODEL_LAUNCHER_PID"  # set by trainer.launch for its ranks: the parent they must have
 
 
 def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> bool:
@@ -36,6 +37,19 @@ def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> boo
     if os.getppid() != parent:  # orphaned before the request took effect
         os._exit(1)
     return True
+
+
+def die_with_launcher() -> None:
+    """In a torchrun rank: die with the launcher, checked against the launcher's pid when it was started by
+    ``trainer.launch`` (which exports it), so that a rank whose launcher was killed while the rank started
+    (before it could register) exits at once instead of running on under init. Call it before importing
+    torch: the import takes seconds, a window in which the launcher could die unnoticed (the audit's 64
+    orphaned ranks). Outside torchrun it does nothing."""
+    launcher = os.environ.get(LAUNCHER_PID)
+    if launcher is not None and launcher.isdigit():
+        die_with_parent(parent=int(launcher))
+    elif "TORCHELASTIC_RUN_ID" in os.environ:
+        die_with_parent()
 
 
 class _Hook:

@@ -15,6 +15,7 @@ chain never reads a dump itself. With ``--executor ray`` the tokenizer and the m
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -47,19 +48,35 @@ class ChainConfig:
 
     def __post_init__(self) -> None:
         # a byte-level BPE starts from 256 byte tokens plus <|endoftext|>
-        if self.vocab_size < 257:
-            raise ExecutorError(f"--vocab-size must be >= 257 (256 bytes + <|endoftext|>), got {self.vocab_size}")
+        from tokenizer.train import MAX_VOCAB, MIN_VOCAB
+        from trainer.config import MAX_SEQ_LEN
+
+        if not MIN_VOCAB <= self.vocab_size <= MAX_VOCAB:  # the tokenizer's own bounds, checked before curation
+            raise ExecutorError(
+                f"--vocab-size must be in [{MIN_VOCAB}, {MAX_VOCAB}] (256 bytes + <|endoftext|> + at least one "
+                f"merge; ids fit uint32), got {self.vocab_size}"
+            )
         for name in ("seq_len", "nproc", "micro_batch", "tokens_per_file"):
             if getattr(self, name) < 1:
                 raise ExecutorError(f"chain {name} must be >= 1, got {getattr(self, name)}")
-        if not self.lr > 0:
-            raise ExecutorError(f"chain lr must be > 0, got {self.lr}")
+        if self.seq_len > MAX_SEQ_LEN:
+            raise ExecutorError(f"--seq-len must be <= {MAX_SEQ_LEN}, got {self.seq_len}")
+        if self.nproc > max_ranks():
+            raise ExecutorError(f"--nproc must be <= {max_ranks()} (one rank per CPU core here), got {self.nproc}")
+        if not self.lr > 0 or not math.isfinite(self.lr):
+            raise ExecutorError(f"chain lr must be finite and > 0, got {self.lr}")
         from trainer.model_spec import ModelSpecError, base_model
 
         try:  # a preset name or a model file: known now, not after curation
             base_model(self.model)
         except ModelSpecError as err:
             raise ExecutorError(f"--model: {err}") from None
+
+
+def max_ranks() -> int:
+    """The most training ranks the chain starts on this machine: one per CPU core it may use, at least 4
+    (each rank holds a model and its optimizer state: the audit's 64 ranks took 14 GiB, then the OOM killer)."""
+    return max(4, len(os.sched_getaffinity(0)))
 
 
 CHAIN_RECORD = "chain.json"
@@ -119,7 +136,7 @@ def run_chain(
     if train and not (train_dir / "hf" / "config.json").is_file():
         print(f"\n== train: {config.model} model, one epoch, torchrun x{config.nproc} -> {train_dir}", flush=True)
         command = [
-            sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={config.nproc}",
+            sys.executable, "-m", "trainer.launch", "--standalone", f"--nproc_per_node={config.nproc}",
             str(REPO / "trainer" / "fsdp_train.py"),
             "--shards", str(mix_dir), "--tokenizer", str(tok_dir), "--model", config.model,
             "--out", str(train_dir), "--micro-batch", str(config.micro_batch), "--lr", str(config.lr),

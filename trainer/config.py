@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
+
+# Bounds on a model's shape: the presets are far inside them (7B: dim 4096, 32 layers); beyond them a
+# model file describes no model that trains here, and would fail only after the work before training.
+MAX_SEQ_LEN = 1 << 20
+SHAPE_LIMITS = {"dim": 1 << 16, "n_layers": 1 << 10, "n_heads": 1 << 10, "n_kv_heads": 1 << 10,
+                "ffn_dim": 1 << 18, "vocab_size": 1 << 32, "max_seq_len": MAX_SEQ_LEN}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,15 @@ class ModelConfig:
         return self.dim // self.n_heads
 
     def __post_init__(self) -> None:
+        for name, high in SHAPE_LIMITS.items():  # a model file's values, checked before any tensor exists
+            value = getattr(self, name)
+            low = 0 if name == "vocab_size" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+        for name in ("rope_theta", "norm_eps", "init_std"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
         if self.dim % self.n_heads:
             raise ValueError(f"dim {self.dim} is not a multiple of n_heads {self.n_heads}")
         if self.n_heads % self.n_kv_heads:

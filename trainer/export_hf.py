@@ -23,6 +23,7 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from common.cli import fail
+from common.lock import FolderUnavailable, check_apart, check_writable
 from trainer.checkpoint_trust import UntrustedCheckpoint
 from trainer.config import ModelConfig
 
@@ -165,6 +166,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--tokenizer", type=Path, help="tokenizer.json to copy next to the weights")
     args = parser.parse_args(argv)
+    try:  # the export must not land in the checkpoint (it could never be verified and loaded again)
+        check_apart(args.out, {"checkpoint": args.checkpoint})
+        check_writable(args.out)
+    except FolderUnavailable as err:
+        fail(err)
     try:
         weights, state = load_checkpoint_model(args.checkpoint)
     except UntrustedCheckpoint as err:  # before anything is written

@@ -21,15 +21,18 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script by torchrun: make `trainer` and `mixtures` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import contextlib
-import io
-import json
-import os
+from common.lifetime import die_with_launcher
 
-from common.cli import USAGE_ERROR, one_line
-from common.lifetime import die_with_parent
-from trainer.loop import TrainResult, train
-from trainer.train_config import TrainConfig, parse_args
+die_with_launcher()  # first: a rank killed with its launcher while it imports torch must not run on
+
+import contextlib  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+
+from common.cli import USAGE_ERROR, one_line  # noqa: E402
+from trainer.loop import TrainResult, train  # noqa: E402
+from trainer.train_config import TrainConfig, parse_args  # noqa: E402
 
 # What bad input raises before (or instead of) training: the project's config, manifest, shard and
 # checkpoint checks are ValueErrors (ManifestError, IncompatibleShards, UntrustedCheckpoint, ...),
@@ -44,8 +47,8 @@ def _is_rank0() -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    if "TORCHELASTIC_RUN_ID" in os.environ:  # a torchrun rank runs in its own session: die with the launcher
-        die_with_parent()
+    die_with_launcher()  # a torchrun rank runs in its own session: die with the launcher (again: main may be
+    # called by another entry point than this file's import)
     # argparse's usage error is the same on every rank: let rank 0 alone print it
     with contextlib.nullcontext() if _is_rank0() else contextlib.redirect_stderr(io.StringIO()):
         cfg = parse_args(argv, description=__doc__)

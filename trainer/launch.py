@@ -17,12 +17,14 @@ import os
 import sys
 
 from common.cli import USAGE_ERROR
+from common.lifetime import LAUNCHER_PID
 
 
 def main(argv: list[str] | None = None) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
+    os.environ[LAUNCHER_PID] = str(os.getpid())  # the ranks check that this process is their parent
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # its "failed (exitcode: N) local_rank: ..." log line: the exit below says the same in one line
     logging.getLogger("torch.distributed.elastic.multiprocessing.api").setLevel(logging.CRITICAL)

@@ -10,12 +10,14 @@ into run_config.json). `HELP` says what the less obvious flags do (shown by `--h
 from __future__ import annotations
 
 import argparse
+import math
 import types
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from trainer.config import MAX_SEQ_LEN
 from trainer.optim import OptimConfig
 from trainer.parallelize import ACMode
 from trainer.pipeline_parallel import PPSchedule
@@ -100,8 +102,11 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+        if self.seq_len is not None and self.seq_len > MAX_SEQ_LEN:
+            raise ValueError(f"--seq-len must be <= {MAX_SEQ_LEN}, got {self.seq_len}")
         optim = self.optim
-        if not optim.lr > 0 or not optim.weight_decay >= 0 or not optim.grad_clip >= 0:
+        finite = all(math.isfinite(v) for v in (optim.lr, optim.weight_decay, optim.grad_clip))  # inf trains NaNs
+        if not finite or not optim.lr > 0 or not optim.weight_decay >= 0 or not optim.grad_clip >= 0:
             raise ValueError(f"--lr must be > 0, --weight-decay and --grad-clip >= 0, got {optim.lr}, "
                              f"{optim.weight_decay}, {optim.grad_clip}")  # fmt: skip
         if not 0 <= optim.min_lr_ratio <= 1 or not all(0 <= b < 1 for b in optim.betas):
