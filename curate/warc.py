@@ -28,9 +28,11 @@ from typing import IO, Any
 from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.readers.base import BaseDiskReader
 from warcio.archiveiterator import ArchiveIterator
+from warcio.bufferedreaders import ChunkedDataReader
 from warcio.exceptions import ArchiveLoadFailed
 from warcio.statusandheaders import StatusAndHeadersParserException
 
+from curate.http_encoding import BodyTooLarge, UndecodableBody, codings, decode_body
 from curate.warc_containers import GZIP_MAGIC, iter_members
 from curate.warc_limits import DEFAULT_LIMITS, DEFAULT_MAX_HTML_BYTES, ReadLimits
 
@@ -104,15 +106,40 @@ def iter_warc_records(f: IO[bytes], on_error: Any = None, limits: ReadLimits = D
             report("empty_member", offset, ValueError("member holds no record"))
 
 
-def read_body(record: Any, max_bytes: int) -> bytes | None:
-    """The record's (HTTP-decoded) payload, or None when it is longer than ``max_bytes``.
+ALREADY_DECODED = re.compile(rb"(?:\xef\xbb\xbf)?\s*<")  # markup, not a compressed stream
 
-    warcio inflates ``Content-Encoding`` block by block as it is read, so at most one block's worth
-    beyond ``max_bytes`` is ever in memory.
+
+def _sent_body(record: Any) -> IO[bytes]:
+    """The HTTP body as sent, de-chunked, its content codings still applied (a reader's record may say how)."""
+    if hasattr(record, "encoded_stream"):
+        return record.encoded_stream()
+    if record.http_headers.get_header("Transfer-Encoding") == "chunked":
+        return ChunkedDataReader(record.raw_stream)  # type: ignore[return-value]
+    return record.raw_stream
+
+
+def read_body(record: Any, max_bytes: int) -> bytes | None:
+    """The record's (HTTP-decoded) payload, or None when it is longer than ``max_bytes`` (encoded or decoded).
+
+    The body is read as sent, de-chunked, and its ``Content-Encoding`` undone by ``curate.http_encoding``
+    (gzip, x-gzip, deflate, br, zstd, stacked), each stage capped at ``max_bytes``; UndecodableBody when
+    it does not decode as its header says.
     """
-    stream = record.content_stream()
-    content = stream.read(max_bytes + 1)
-    return None if len(content) > max_bytes else content
+    header = record.http_headers.get_header("Content-Encoding") if record.http_headers else None
+    if not codings(header):
+        content = record.content_stream().read(max_bytes + 1)
+        return None if len(content) > max_bytes else content
+    encoded = _sent_body(record).read(max_bytes + 1)
+    if len(encoded) > max_bytes:
+        return None
+    try:
+        return decode_body(encoded, header, max_bytes)
+    except BodyTooLarge:
+        return None
+    except UndecodableBody:
+        if ALREADY_DECODED.match(encoded):  # the crawler stored the body decoded and kept the header (ClueWeb09),
+            return encoded  # as warcio's reader assumes when the first block does not inflate
+        raise
 
 
 def _payload_mime(record: Any, content: bytes | None) -> str | None:
@@ -155,7 +182,11 @@ def record_to_dict(record: Any, stat: Any, max_body_bytes: int = DEFAULT_LIMITS.
     if mime is not None and not _is_text(mime, record.rec_type):
         stat("skipped_non_html")
         return None
-    content = read_body(record, max_body_bytes)
+    try:
+        content = read_body(record, max_body_bytes)
+    except UndecodableBody:
+        stat("skipped_undecodable")
+        return None
     if record.rec_headers.get("WARC-Truncated", None):
         stat("truncated_record")
     if content is None:

@@ -66,9 +66,15 @@ class FastWarcRecord:
     def content_stream(self) -> _Payload:
         return _Payload(self._record)
 
+    def encoded_stream(self) -> _Payload:
+        """The body with its content codings still applied: ``curate.http_encoding`` undoes them, as for
+        warcio's records (fastwarc is asked to undo the transfer coding only)."""
+        return _Payload(self._record)
+
 
 class FastWarcReader(RobustWarcReader):
-    """One document per HTML response record, read with fastwarc (HTTP payloads decoded)."""
+    """One document per HTML response record, read with fastwarc (HTTP payloads de-chunked; their content
+    codings undone by ``curate.http_encoding``, as for the robust reader)."""
 
     name = "🕷 WARC (fastwarc)"
     _requires_dependencies = ["fastwarc"]
@@ -77,7 +83,7 @@ class FastWarcReader(RobustWarcReader):
         """fastwarc's records until the end, or until the stream cannot be parsed further."""
         from fastwarc.warc import ArchiveIterator
 
-        records = iter(ArchiveIterator(f, parse_http=True, auto_decode="all", fsspec_args=False))
+        records = iter(ArchiveIterator(f, parse_http=True, auto_decode="transfer", fsspec_args=False))
         position = 0
         while True:
             try:
