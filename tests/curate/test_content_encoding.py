@@ -87,6 +87,7 @@ def test_every_content_encoding_is_decoded(tmp_path: Path, reader_class: type) -
     records = [
         (f"https://enc.example/{i}", [("Content-Encoding", enc)], body) for i, (enc, body) in enumerate(ENCODED.items())
     ]
+    records.append(("https://enc.example/stored-decoded", [("Content-Encoding", "gzip")], HTML.encode()))  # ClueWeb09
     records.append(("https://enc.example/chunked-br", [("Content-Encoding", "br"), ("Transfer-Encoding", "chunked")],
                     _chunked(ENCODED["br"])))  # fmt: skip
     broken = [
