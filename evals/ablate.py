@@ -118,7 +118,10 @@ def load_spec(path: Path) -> AblationSpec:
         datasets.append(Dataset(name, _resolve(base, str(d["path"]))))
     if len({d.name for d in datasets}) != len(datasets):
         raise SpecError(f"{path}: dataset names must be unique")
-    tasks = {str(k): _resolve(base, str(v)) for k, v in dict(raw["tasks"]).items()}
+    if not isinstance(raw["tasks"], dict):
+        raise SpecError(f"{path}: `tasks` must be a mapping of task name to file")
+    _check_counts(raw, path)
+    tasks = {str(k): _resolve(base, str(v)) for k, v in raw["tasks"].items()}
     rest = {k: v for k, v in raw.items() if k not in ("datasets", "tasks")}
     if rest.get("tokenizer"):
         rest["tokenizer"] = _resolve(base, str(rest["tokenizer"]))
@@ -126,6 +129,18 @@ def load_spec(path: Path) -> AblationSpec:
     if spec.eval_points < 1 or spec.tokens < 1 or not spec.seeds:
         raise SpecError(f"{path}: eval_points, tokens and seeds must be positive / non-empty")
     return spec
+
+
+def _check_counts(raw: dict, path: Path) -> None:
+    """Whole numbers where the spec counts (a string or a fraction used to end in a traceback mid-run)."""
+    for key in ("tokens", "eval_points", "seq_len", "vocab_size", "tokenizer_sample_chars"):
+        value = raw.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SpecError(f"{path}: `{key}` must be a whole number >= 1, got {value!r}"[:300])
+    seeds = raw.get("seeds", [0])
+    whole = all(isinstance(s, int) and not isinstance(s, bool) for s in seeds) if isinstance(seeds, list) else False
+    if not seeds or not whole:
+        raise SpecError(f"{path}: `seeds` must be a non-empty list of whole numbers, got {seeds!r}"[:300])
 
 
 def _resolve(base: Path, path: str) -> str:

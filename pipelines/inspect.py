@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
 
+from common.cli import one_line
 from pipelines.report.data import DocSet, RunInfo, disk_reasons, load_run, reason_kind, resolve_run_dir
 from pipelines.report.scan import Reservoir, iter_batches
 
@@ -156,11 +157,16 @@ def run_inspect(args: argparse.Namespace, out=sys.stdout) -> int:
             print(f"{run.root}\n{available(run)}", file=out)
             return 0
         sets, only = select(run, args.removed, args.curated)
-        pattern = re.compile(args.grep, re.IGNORECASE if args.ignore_case else 0) if args.grep else None
+        try:
+            pattern = re.compile(args.grep, re.IGNORECASE if args.ignore_case else 0) if args.grep else None
+        except re.error as err:
+            raise UsageError(f"--grep: {err}") from None
         if args.sample is not None and args.sample < 1:
             raise UsageError("--sample must be >= 1")
-    except (FileNotFoundError, UsageError, re.error) as err:
-        print(f"error: {err}", file=sys.stderr)
+        if args.limit < 0 or args.chars < 0:  # islice would raise a traceback on a negative count
+            raise UsageError(f"--limit and --chars must be >= 0, got {args.limit} and {args.chars}")
+    except (FileNotFoundError, UsageError) as err:
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     width = min(os.get_terminal_size().columns if out.isatty() else 100, 120)
     stream = documents(sets, only, pattern)

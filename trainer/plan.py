@@ -17,6 +17,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 
+from common.cli import fail
 from trainer.config import PRESETS, ModelConfig
 from trainer.layouts import explain, rank_layouts, table
 from trainer.metrics import PEAK_FLOPS
@@ -191,6 +192,24 @@ def render(p: Plan) -> str:
     return "\n".join(lines)
 
 
+def check_plan_args(args: argparse.Namespace) -> None:
+    """Counts >= 1, sizes finite and > 0, the MFU in (0, 1]: one `error:` line, exit 2 (a NaN or a zero
+    used to end in a ZeroDivisionError or OverflowError traceback)."""
+    at_least_one = {"--gpus": args.gpus, "--seq-len": args.seq_len, "--micro-batch": args.micro_batch,
+                    "--vocab": args.vocab, "--gpus-per-node": args.gpus_per_node}  # fmt: skip
+    for flag, value in at_least_one.items():
+        if value < 1:
+            fail(f"{flag} must be >= 1, got {value}")
+    if args.layouts < 0:
+        fail(f"--layouts must be >= 0, got {args.layouts}")
+    sizes = {"--params": args.params, "--tokens": args.tokens, "--global-batch-tokens": args.global_batch_tokens}
+    for flag, value in sizes.items():
+        if value is not None and not 0 < value < math.inf:
+            fail(f"{flag} must be finite and > 0, got {value}")
+    if not 0 < args.mfu <= 1:
+        fail(f"--mfu must be in (0, 1], got {args.mfu}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--params", type=float, help="parameter count N, e.g. 1e9 (default: the --model's)")
@@ -210,6 +229,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.params is None and args.model is None:
         parser.error("give --params or --model")
+    check_plan_args(args)
     shape = SHAPES[args.model].with_vocab(args.vocab) if args.model else None
     params = args.params if args.params is not None else shape.num_params()  # type: ignore[union-attr]
     plan = make_plan(

@@ -1,0 +1,108 @@
+"""A generated suite over the CLIs outside the hand-written table (issue 30): hypothesis draws bad argv and
+config values per CLI (`pipelines.inspect`, `trainer.plan`, `evals.run`, `evals.ablate`,
+`trainer.export_hf`), and every draw must end in one `error:` line, exit status 2 and nothing written.
+
+CI-sized: a fixed number of examples per CLI, derandomized so a run is reproducible."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.pipelines.test_containment import _refused
+
+SETTINGS = settings(
+    max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+NON_POSITIVE = st.sampled_from(["0", "-1", "-1000"])
+NOT_FINITE = st.sampled_from(["nan", "inf", "-inf"])
+BAD_NUMBER = st.one_of(NON_POSITIVE, NOT_FINITE)
+
+
+@SETTINGS
+@given(flag=st.sampled_from(["--gpus", "--mfu", "--params", "--tokens", "--seq-len", "--micro-batch"]), data=st.data())
+def test_trainer_plan(tmp_path: Path, flag: str, data: st.DataObject) -> None:
+    integer_flags = {"--gpus", "--seq-len", "--micro-batch"}
+    value = data.draw(NON_POSITIVE if flag in integer_flags else BAD_NUMBER)
+    base = {"--params": "1e9", "--tokens": "2e10", "--gpus": "8", flag: value}
+    argv = [f"{name}={v}" for name, v in base.items()]  # "--mfu=-inf": a value, not an option
+    _refused(tmp_path, "trainer.plan", argv, flag)
+
+
+@SETTINGS
+@given(flag=st.sampled_from(["--sample", "--limit", "--chars"]), value=NON_POSITIVE)
+def test_pipelines_inspect_counts(tmp_path: Path, flag: str, value: str) -> None:
+    run = tmp_path / "run"
+    (run / "curated").mkdir(parents=True, exist_ok=True)
+    (run / "run.json").write_text("{}")
+    (run / "stats.json").write_text("{}")
+    if value == "0" and flag != "--sample":
+        return  # 0 is a valid "no limit" for some counts
+    _refused(tmp_path, "pipelines.inspect", [str(run), f"{flag}={value}"], flag)
+
+
+@SETTINGS
+@given(pattern=st.sampled_from(["(", "[a-", "*x", "(?P<", "a{2,1}"]))
+def test_pipelines_inspect_bad_grep(tmp_path: Path, pattern: str) -> None:
+    run = tmp_path / "run"
+    (run / "curated").mkdir(parents=True, exist_ok=True)
+    (run / "run.json").write_text("{}")
+    (run / "stats.json").write_text("{}")
+    _refused(tmp_path, "pipelines.inspect", [str(run), "--grep", pattern], "--grep")
+
+
+@SETTINGS
+@given(
+    case=st.sampled_from(["limit", "batch", "task-missing", "task-unknown", "task-malformed", "model-missing"]),
+    value=NON_POSITIVE,
+)
+def test_evals_run(tmp_path: Path, case: str, value: str) -> None:
+    task = tmp_path / "mc.jsonl"
+    task.write_text(json.dumps({"context": "a", "choices": ["b", "c"], "gold": 0}) + "\n")
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    argv = {
+        "limit": [str(model), "--task", f"mc={task}", "--limit", value],
+        "batch": [str(model), "--task", f"mc={task}", "--batch-size", value],
+        "task-missing": [str(model), "--task", f"mc={tmp_path / 'none.jsonl'}"],
+        "task-unknown": [str(model), "--task", f"zz={task}"],
+        "task-malformed": [str(model), "--task", "mc"],
+        "model-missing": [str(tmp_path / "no-model"), "--task", f"mc={task}"],
+    }[case]
+    _refused(tmp_path, "evals.run", [*argv, "--out", str(tmp_path / "out" / "e.json")], "")
+
+
+SPEC_VALUES = {
+    "tokens": st.sampled_from([0, -5, "many", None, [1]]),
+    "seeds": st.sampled_from([[], "0", None, [0.5]]),
+    "eval_points": st.sampled_from([0, -1, "x"]),
+    "datasets": st.sampled_from([[], {}, "x", [{"name": "a"}], [{"name": "../a", "path": "."}]]),
+    "tasks": st.sampled_from([[], "x", None]),
+    "seq_len": st.sampled_from([0, -1, "long"]),
+    "unknown_key": st.just(1),
+}
+
+
+@SETTINGS
+@given(key=st.sampled_from(sorted(SPEC_VALUES)), data=st.data())
+def test_evals_ablate_spec_values(tmp_path: Path, key: str, data: st.DataObject) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir(exist_ok=True)
+    spec = {"datasets": [{"name": "a", "path": str(docs)}], "tokens": 100, "tasks": {}}
+    spec[key] = data.draw(SPEC_VALUES[key])
+    path = tmp_path / "spec.yaml"
+    path.write_text(json.dumps(spec))
+    _refused(tmp_path, "evals.ablate", [str(path), "--out", str(tmp_path / "out")], "")
+
+
+@SETTINGS
+@given(where=st.sampled_from(["same", "inside", "parent", "missing"]))
+def test_trainer_export_hf(tmp_path: Path, where: str) -> None:
+    checkpoint = tmp_path / "train" / "checkpoints" / "step_3"
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    out = {"same": checkpoint, "inside": checkpoint / "hf", "parent": tmp_path / "train", "missing": tmp_path / "hf"}
+    source = tmp_path / "none" if where == "missing" else checkpoint
+    _refused(tmp_path, "trainer.export_hf", ["--checkpoint", str(source), "--out", str(out[where])], "")
