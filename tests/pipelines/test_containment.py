@@ -7,9 +7,6 @@ listing of the test's whole temporary folder (which holds --out and every link t
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import io
 import json
 from pathlib import Path
 
@@ -17,6 +14,7 @@ import pytest
 
 from common.cli import one_line
 from common.lock import FolderLock, FolderUnavailable
+from tests.pipelines.test_bad_inputs import _in_process
 from tests.support.cli import REPO
 
 SAMPLE = str(REPO / "pipelines" / "sample" / "sample.warc.gz")
@@ -25,17 +23,6 @@ SAMPLE = str(REPO / "pipelines" / "sample" / "sample.warc.gz")
 def _listing(root: Path) -> dict[str, bytes | None]:
     return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() and not p.is_symlink() else None)
             for p in root.rglob("*")}  # fmt: skip
-
-
-def _in_process(module: str, argv: list[str]) -> tuple[int, str]:
-    err = io.StringIO()
-    code: object = 0
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            code = importlib.import_module(module).main(argv)
-        except SystemExit as exit_:
-            code = exit_.code
-    return int(code or 0), err.getvalue()
 
 
 def _refused(tmp_path: Path, module: str, argv: list[str], needle: str) -> str:
