@@ -15,7 +15,7 @@ from pathlib import Path
 from datatrove.executor import LocalPipelineExecutor
 
 from common.cli import errors_as_one_line
-from common.lock import check_writable
+from common.lock import FolderLock, check_writable
 from dedup.clusters import SUMMARY
 from dedup.config import DedupConfig
 from dedup.index import check_index
@@ -135,7 +135,10 @@ def _run_from_args(a: argparse.Namespace) -> dict:
         word_split=a.word_split,
         shingle_hash=a.shingle_hash,
     )
-    return run_dedup(a.input, a.out, config, workers=a.workers, tasks=a.tasks, write_index=a.write_index)
+    check_inputs(a.input, a.out, config, a.workers, a.tasks)  # before the lock creates the folder
+    # one writer per output folder: two runs on one --out used to leave deduped/ empty
+    with FolderLock(a.out, "dedup.run"):
+        return run_dedup(a.input, a.out, config, workers=a.workers, tasks=a.tasks, write_index=a.write_index)
 
 
 def _print_summary(summary: dict) -> None:

@@ -105,3 +105,14 @@ def test_one_line_escapes_control_characters_and_stays_short() -> None:
     line = one_line(ValueError("name \x1b[2J\x1b[31mred\x07 " + "y" * 5000))
     assert "\x1b" not in line and "\x07" not in line and "\\x1b" in line
     assert len(line) <= 2000
+
+
+
+def test_a_second_dedup_on_one_output_is_refused(tmp_path: Path) -> None:
+    from tests.support.text_corpora import write_parquet
+
+    docs = tmp_path / "docs"
+    write_parquet([{"id": "a", "text": "one two three four five six", "dump": "d"}], docs)
+    out = tmp_path / "dedup"
+    with FolderLock(out, "dedup.run"):  # another dedup.run writing there
+        _refused(tmp_path, "dedup.run", ["--input", str(docs), "--out", str(out)], "being written")
