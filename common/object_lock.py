@@ -5,7 +5,9 @@ An object store has no ``flock`` and nobody drops a dead holder's lock, so the l
 together exactly one creates it) and rewritten by its holder every ``HEARTBEAT_S`` seconds. A second run
 reads it and is refused in one line naming the holder (host, pid, command) and its last heartbeat; a lock
 whose heartbeat is older than ``STALE_AFTER_S`` belonged to a run that died: the refusal says so, with its
-age, and how to break it (``python -m common.object_lock --break URL``). A store without conditional
+age, and how to break it (``python -m common.object_lock --break URL``). A holder on this host whose pid
+no longer runs is known dead, and its lock is taken over at once (a run killed here and started again
+resumes without waiting for the lock to go stale). A store without conditional
 create cannot be locked: the refusal says so in one line. Local folders keep ``common.lock.FolderLock``;
 ``acquire_output_lock`` picks the backend from the path.
 """
@@ -58,9 +60,14 @@ class ObjectLock:
         check_store(self.folder)
         started = time.time()
         try:
-            self.fs.pipe_file(self.key, self._body(started), mode="create")
+            self._create(started)
         except FileExistsError:
-            raise FolderLocked(self._refusal()) from None
+            if not self._holder_died_here():
+                raise FolderLocked(self._refusal()) from None
+            try:  # two runs taking over at once: the conditional create lets one of them win
+                self._create(started)
+            except FileExistsError:
+                raise FolderLocked(self._refusal()) from None
         except PermissionError as err:
             raise FolderUnavailable(f"{self.folder}: cannot write there ({' '.join(str(err).split())})") from None
         except (NotImplementedError, TypeError):
@@ -71,6 +78,25 @@ class ObjectLock:
         self._beat = threading.Thread(target=self._heartbeat, args=(started,), name="object-lock", daemon=True)
         self._beat.start()
         return self
+
+    def _create(self, started: float) -> None:
+        self.fs.pipe_file(self.key, self._body(started), mode="create")
+
+    def _holder_died_here(self) -> bool:
+        """The lock belongs to a process of this host that no longer runs: delete it, say True."""
+        holder = self._holder()
+        if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+            return False
+        try:
+            os.kill(holder["pid"], 0)
+            return False  # alive (or not ours to signal): a live holder
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            return False
+        if self._holder().get("token") == holder["token"]:
+            self.fs.rm_file(self.key)
+        return True
 
     def _heartbeat(self, started: float) -> None:
         while not self._stop.wait(self.heartbeat_s):

@@ -13,7 +13,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from common.lock import check_writable
+from common.lock import FolderUnavailable, check_writable
+
+# multiprocessing's Manager listens on a Unix socket under the temp dir (``<scratch>/cc2model-*/pymp-*/
+# listener-*``, ~55 characters below the scratch folder) and a socket path holds at most 107 bytes
+MAX_BASE_CHARS = 50
 
 
 class ScratchDir:
@@ -47,4 +51,10 @@ class ScratchDir:
 def scratch_dir(base: str | os.PathLike[str] | None) -> ScratchDir:
     """The run's scratch under ``base`` (None: the system temp dir), checked writable now, before any work
     (a ``FolderUnavailable`` line otherwise)."""
-    return ScratchDir(check_writable(base if base is not None else tempfile.gettempdir()))
+    folder = check_writable(base if base is not None else tempfile.gettempdir())
+    if len(str(folder)) > MAX_BASE_CHARS:
+        raise FolderUnavailable(
+            f"scratch folder {folder} is too long a path for the Unix sockets of the worker pool "
+            f"({len(str(folder))} > {MAX_BASE_CHARS} characters); give a shorter --scratch (or TMPDIR)"
+        )
+    return ScratchDir(folder)

@@ -26,6 +26,12 @@ BUCKETED = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"}
 CHECK_OPTIONS = {"s3": {"config_kwargs": {"connect_timeout": 3, "read_timeout": 10, "retries": {"max_attempts": 1}}}}
 
 
+# Several processes write the same prefixes (tasks on every node, the driver): a cached listing hides the
+# objects written since (s3fs caches every listing by default; the driver then misses a task's stats file),
+# so listings of a store are asked again each time.
+fsspec.config.conf.setdefault("s3", {}).setdefault("use_listings_cache", False)
+
+
 class StorageError(ValueError):
     """A path or URL a run cannot use (unknown scheme, store not answering, no credentials, no bucket); one line."""
 

@@ -4,6 +4,10 @@ cannot be used are one line before any work, atomic writes leave no partial obje
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -95,6 +99,18 @@ def test_stale_lock_is_reported_with_its_age_and_can_be_broken(s3) -> None:  # n
         acquire_output_lock(run)
     assert break_lock(run)
     acquire_output_lock(run).release()
+
+
+def test_a_lock_whose_holder_died_on_this_host_is_taken_over(s3) -> None:  # noqa: F811
+    run = f"{s3.make_bucket('takeover')}/run"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    holder = {"token": "old", "host": socket.gethostname(), "pid": dead.pid, "command": "killed",
+              "started_at": 0, "heartbeat_at": time.time()}  # fmt: skip
+    fsspec.filesystem("s3").pipe_file("takeover/run/.lock", json.dumps(holder).encode())
+    lock = acquire_output_lock(run)
+    assert json.loads(fsspec.filesystem("s3").cat("takeover/run/.lock"))["pid"] == os.getpid()
+    lock.release()
 
 
 def test_heartbeat_rewrites_the_lock(s3) -> None:  # noqa: F811

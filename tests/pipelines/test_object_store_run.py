@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import fsspec
@@ -17,6 +22,7 @@ import pytest
 from common.object_lock import ObjectLock
 from pipelines.run import main
 from tests.support.cli import REPO
+from tests.support.run_compare import assert_same_run, files_under
 from tests.support.s3_server import (  # noqa: F401
     S3Server,
     clear_clients,
@@ -26,43 +32,35 @@ from tests.support.s3_server import (  # noqa: F401
     subprocess_env,
 )
 
-DOCUMENT_FOLDERS = ("curated", "deduped", "removed")
+
+def pipeline_command(server: S3Server, out: str, *extra: str, **env: str) -> tuple[list[str], dict[str, str]]:
+    """The CLI as a user runs it, with the server's endpoint and credentials in its environment."""
+    environment = subprocess_env(server, PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE="1", **env)
+    return [sys.executable, "-m", "pipelines.run", "sample", "--out", out, "--workers", "2", *extra], environment
 
 
 def run_pipeline(server: S3Server, out: str, cwd: Path, *extra: str, **env: str) -> subprocess.CompletedProcess:
-    """The CLI as a user runs it, from ``cwd``, with the server's endpoint and credentials in its environment."""
-    environment = subprocess_env(server, PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE="1", **env)
-    command = [sys.executable, "-m", "pipelines.run", "sample", "--out", out, "--workers", "2", *extra]
+    command, environment = pipeline_command(server, out, *extra, **env)
     return subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=600)
 
 
-def files_under(root: Path) -> dict[str, int]:
-    """Every file below ``root`` (links not followed) -> its modification time in ns."""
-    out = {}
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if not Path(folder, d).is_symlink()]
-        for name in names:
-            path = Path(folder, name)
-            out[str(path)] = path.lstat().st_mtime_ns
-    return out
-
-
-def documents(root: str, folder: str) -> dict[str, list[dict]]:
-    """``{relative file: rows}`` of every parquet file under ``root/folder`` (local or URL)."""
-    fs, base = fsspec.core.url_to_fs(f"{root}/{folder}")
-    out = {}
-    for path in sorted(fs.glob(f"{base}/**/*.parquet")):
-        with fs.open(path, "rb") as f:
-            out[path[len(base) :]] = pq.read_table(f).to_pylist()
-    return out
-
-
-def stats_without_times(text: str) -> dict:
-    stats = json.loads(text)
-    for stage in stats["stages"].values():
-        for step in stage["steps"]:
-            step.pop("time_s")
-    return stats
+def kill_mid_curation(server: S3Server, out: str, cwd: Path, *extra: str, **env: str) -> None:
+    """Start the run, SIGKILL its whole process group a few seconds into the curate task."""
+    command, environment = pipeline_command(server, out, *extra, **env)
+    proc = subprocess.Popen(command, cwd=cwd, env=environment, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    fs = fsspec.filesystem("s3")
+    deadline = time.monotonic() + 120
+    try:
+        while not fs.exists(f"{out[len('s3://') :]}/sample/run.json") and time.monotonic() < deadline:
+            assert proc.poll() is None, "the run ended before it could be killed"
+            time.sleep(0.2)
+            fs.invalidate_cache()
+        time.sleep(6)  # inside the curate task: extraction, filters, writers open
+        assert proc.poll() is None, "the run ended before it could be killed"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def error_line(proc: subprocess.CompletedProcess) -> str:
@@ -72,28 +70,55 @@ def error_line(proc: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-@pytest.mark.e2e
-def test_sample_to_s3_matches_a_local_run(sample_run: Path, s3, tmp_path: Path) -> None:  # noqa: F811
-    bucket = s3.make_bucket("runs")
-    cwd, home, tmp, scratch = (tmp_path / name for name in ("cwd", "home", "tmp", "scratch"))
-    for folder in (cwd, home, tmp, scratch):
+@pytest.fixture
+def node_folders() -> Iterator[dict[str, Path]]:
+    """Empty cwd, HOME, TMPDIR and scratch folders with short paths (the worker pool's Unix sockets live there)."""
+    root = Path(tempfile.mkdtemp(prefix="s3run-", dir="/tmp"))
+    folders = {name: root / name for name in ("cwd", "home", "tmp", "scratch", "caches")}
+    for folder in folders.values():
         folder.mkdir()
+    yield folders
+    shutil.rmtree(root)
+
+
+@pytest.mark.e2e
+def test_sample_to_s3_killed_then_rerun_matches_a_local_run(
+    sample_run: Path,
+    s3,  # noqa: F811
+    node_folders: dict[str, Path],
+) -> None:
+    bucket = s3.make_bucket("runs")
+    cwd, home, tmp, scratch, caches = (node_folders[n] for n in ("cwd", "home", "tmp", "scratch", "caches"))
+    args = ("--scratch", str(scratch))
+    # per-user caches that libraries fill on import (matplotlib's font list, huggingface_hub's assets folder
+    # datatrove asks for): named, so that HOME itself must stay empty
+    env = {"HOME": str(home), "TMPDIR": str(tmp), "XDG_CACHE_HOME": str(caches), "MPLCONFIGDIR": str(caches / "mpl")}
     repo_before = files_under(REPO)
-    proc = run_pipeline(s3, f"{bucket}/run", cwd, "--scratch", str(scratch), HOME=str(home), TMPDIR=str(tmp))
+    fs = fsspec.filesystem("s3")
+
+    kill_mid_curation(s3, f"{bucket}/run", cwd, *args, **env)
+    fs.invalidate_cache()
+    visible = fs.find("runs")
+    assert "runs/run/sample/completions/curate/00000" not in visible  # the task had not finished
+    for path in (p for p in visible if p.endswith(".parquet")):  # no partial object visible to a reader
+        with fs.open(path, "rb") as f:
+            pq.read_table(f)
+    killed_scratch = set(scratch.iterdir())  # the killed run could not clean its scratch folder
+
+    proc = run_pipeline(s3, f"{bucket}/run", cwd, *args, **env)  # takes over the dead run's lock
     assert proc.returncode == 0, proc.stderr[-5000:]
     assert "run directory: s3://runs/run/sample" in proc.stdout
 
-    # nothing written on the node: not in the repository, the working directory, HOME, TMPDIR, the scratch
+    # nothing written on the node: not in the repository, the working directory, HOME, TMPDIR; the rerun's
+    # scratch folder removed
     assert files_under(REPO) == repo_before
-    for folder in (cwd, home, tmp, scratch):
+    for folder in (cwd, home, tmp):
         assert not list(folder.iterdir()), f"{folder}: {list(folder.iterdir())}"
+    assert set(scratch.iterdir()) == killed_scratch
+    assert {p.name for p in caches.iterdir()} <= {"mpl", "huggingface"}
 
-    store = "s3://runs/run/sample"
-    for folder in DOCUMENT_FOLDERS:
-        assert documents(store, folder) == documents(str(sample_run), folder), folder
+    assert_same_run("s3://runs/run/sample", sample_run)
     fs = fsspec.filesystem("s3")
-    local_stats = (sample_run / "stats.json").read_text()
-    assert stats_without_times(fs.cat("runs/run/sample/stats.json").decode()) == stats_without_times(local_stats)
     report = json.loads(fs.cat("runs/run/sample/report/report.json"))
     assert report["totals"] == json.loads((sample_run / "report" / "report.json").read_text())["totals"]
     assert fs.exists("runs/run/sample/report/index.html") and fs.exists("runs/run/sample/report/funnel.png")
@@ -154,7 +179,7 @@ def test_a_store_the_run_cannot_use_is_one_line_before_any_work(
         monkeypatch.setenv(key, value.format(port=free_port()))
     monkeypatch.chdir(tmp_path)
     clear_clients()
-    code = main(["sample", "--out", out, "--scratch", str(tmp_path / "scratch")])
+    code = main(["sample", "--out", out])
     assert reason in error_line(subprocess.CompletedProcess([], code, "", capsys.readouterr().err))
     assert list(tmp_path.iterdir()) == []
     monkeypatch.undo()  # the server's variables again, to list the buckets

@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -33,7 +34,10 @@ def free_port() -> int:
 class S3Server:
     """moto's S3 server in a child process on 127.0.0.1."""
 
-    def __init__(self) -> None:
+    def __init__(self, log: Path | None = None) -> None:
+        """``log``: a file for the server's request log (one line per request: what ``bench.object_store``
+        counts); default: discarded."""
+        self.log = log
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
@@ -44,7 +48,12 @@ class S3Server:
 
     def start(self, timeout: float = 30.0) -> S3Server:
         command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sink = self.log.open("ab") if self.log is not None else subprocess.DEVNULL
+        try:
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=sink)
+        finally:
+            if self.log is not None:
+                sink.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
