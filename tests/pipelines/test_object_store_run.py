@@ -22,7 +22,7 @@ import pytest
 from common.object_lock import ObjectLock
 from pipelines.run import main
 from tests.support.cli import REPO
-from tests.support.run_compare import assert_same_run, files_under
+from tests.support.run_compare import assert_same_run, files_under, local_sample  # noqa: F401
 from tests.support.s3_server import (  # noqa: F401
     S3Server,
     clear_clients,
@@ -83,7 +83,7 @@ def node_folders() -> Iterator[dict[str, Path]]:
 
 @pytest.mark.e2e
 def test_sample_to_s3_killed_then_rerun_matches_a_local_run(
-    sample_run: Path,
+    local_sample: Path,  # noqa: F811
     s3,  # noqa: F811
     node_folders: dict[str, Path],
 ) -> None:
@@ -117,10 +117,10 @@ def test_sample_to_s3_killed_then_rerun_matches_a_local_run(
     assert set(scratch.iterdir()) == killed_scratch
     assert {p.name for p in caches.iterdir()} <= {"mpl", "huggingface"}
 
-    assert_same_run("s3://runs/run/sample", sample_run)
+    assert_same_run("s3://runs/run/sample", local_sample)
     fs = fsspec.filesystem("s3")
     report = json.loads(fs.cat("runs/run/sample/report/report.json"))
-    assert report["totals"] == json.loads((sample_run / "report" / "report.json").read_text())["totals"]
+    assert report["totals"] == json.loads((local_sample / "report" / "report.json").read_text())["totals"]
     assert fs.exists("runs/run/sample/report/index.html") and fs.exists("runs/run/sample/report/funnel.png")
     listing = fs.find("runs")
     assert "runs/run/sample/.lock" not in listing  # released at the end
