@@ -1,6 +1,9 @@
 """Atomic file writes: a reader (the trainer, a resumed run, the report) never sees half a file.
 
-The one temp-file-fsync-rename implementation of the project; every room writes through it."""
+The one temp-file-fsync-rename implementation of the project; every room writes through it. Object stores
+have no rename, but an object becomes visible only when its upload completes (one PUT, or a completed
+multipart upload): for a URL the content is written to a local temp file (under the run's scratch) and
+uploaded to the final key once complete, so a killed writer leaves no partial object."""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
+
+from common.storage import filesystem, is_remote, scratch_name
 
 
 def _current_umask() -> int:
@@ -23,7 +28,13 @@ _UMASK = _current_umask()
 
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """Open a temp file next to `path` for binary writing; rename it onto `path` only on success."""
+    """Open a temp file next to `path` for binary writing; rename it onto `path` only on success.
+
+    For a URL: a local temp file, uploaded to `path` only on success."""
+    if is_remote(path):
+        with _upload_on_success(str(path)) as handle:
+            yield handle
+        return
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -40,8 +51,21 @@ def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         raise
 
 
+@contextlib.contextmanager
+def _upload_on_success(url: str) -> Iterator[BinaryIO]:
+    fs, key = filesystem(url)
+    with tempfile.NamedTemporaryFile(prefix=f".{scratch_name(key)}.", suffix=".tmp") as handle:
+        yield handle  # type: ignore[misc]
+        handle.flush()
+        fs.put_file(handle.name, key)
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write `data` to `path` atomically (temp file + fsync + rename)."""
+    """Write `data` to `path` atomically (temp file + fsync + rename; for a URL one PUT of the whole content)."""
+    if is_remote(path):
+        fs, key = filesystem(path)
+        fs.pipe_file(key, data)
+        return
     with atomic_open(path) as handle:
         handle.write(data)
 

@@ -15,6 +15,7 @@ Curate and dedup both write documents with ``DocumentWriter``, datatrove's ``Par
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +24,8 @@ import pyarrow.parquet as pq
 from datatrove.data import Document
 from datatrove.io import DataFolderLike, get_datafolder
 from datatrove.pipeline.writers.parquet import ParquetWriter
+
+from common.storage import as_path, is_remote
 
 STRING_COLUMNS = ("url", "dump", "date", "warc_path", "language", "filter_reason")
 DOCUMENT_GLOB = "**/*.parquet"
@@ -54,6 +57,14 @@ def folder_schema(folder: DataFolderLike, extra: Sequence[pa.Field] = ()) -> pa.
         if field.name not in schema.names:
             schema = schema.append(field)
     return schema
+
+
+def open_parquet(path: str | os.PathLike[str]) -> pq.ParquetFile:
+    """A parquet file read through fsspec when ``path`` is a URL (pyarrow's own S3 client would ignore the
+    store's endpoint and credentials settings), directly when it is local."""
+    if is_remote(path):
+        return pq.ParquetFile(as_path(path).open("rb"))
+    return pq.ParquetFile(path)
 
 
 def _to_float(value: Any) -> float | None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from common.storage import as_path
+
 CURATED = "curated"
 DEDUPED = "deduped"
 # Deduplicated documents are the ones to train and mix on; curated ones are kept only without dedup.
@@ -18,7 +20,7 @@ KEPT_ORDER = (DEDUPED, CURATED)
 def kept_documents_dir(run_dir: str | Path) -> Path | None:
     """``run_dir/deduped`` when it holds parquet, else ``run_dir/curated`` when that does; None for neither."""
     for name in KEPT_ORDER:
-        folder = Path(run_dir) / name
+        folder = as_path(run_dir) / name
         if parquet_under(folder):
             return folder
     return None
@@ -26,7 +28,7 @@ def kept_documents_dir(run_dir: str | Path) -> Path | None:
 
 def parquet_under(folder: str | Path) -> list[Path]:
     """Visible parquet files anywhere under ``folder`` (unsorted); [] when it is not a folder."""
-    folder = Path(folder)
+    folder = as_path(folder)
     if not folder.is_dir():
         return []
     return [p for p in folder.rglob("*.parquet") if p.is_file() and is_visible(p)]

@@ -2,13 +2,17 @@
 
 One task per band. The band's signature files are checked as a set (same config, same task
 count, no rank missing, no stale extra file) before anything is read; keys are sorted with the
-external sorter (bounded memory, runs on disk) and equal keys become star edges.
+external sorter (bounded memory, runs on disk) and equal keys become star edges. When the run directory
+is in an object store, the sort runs go to the node's local scratch (``tempfile``, which ``--scratch``
+points at): they are temporary, read back at once, and a store would bill every block read.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import struct
+import tempfile
 
 import xxhash
 from datatrove.data import DocumentsPipeline
@@ -16,6 +20,7 @@ from datatrove.io import DataFolder, DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.utils.logging import logger
 
+from common.storage import is_remote
 from dedup.config import DedupConfig
 from dedup.extsort import ExternalSorter
 from dedup.formats import SIG_KIND, SIGNATURE, node_ids, pairs_path, runs_dir
@@ -83,6 +88,13 @@ def band_pairs(
     return pairs
 
 
+def sort_space(output_folder: DataFolder) -> DataFolder:
+    """Where the external sort spills its runs: beside the output on a local disk, else a local temp folder."""
+    if not is_remote(output_folder.resolve_paths("")):
+        return output_folder
+    return get_datafolder(tempfile.mkdtemp(prefix="cc2model-sort-"))
+
+
 class DedupBuckets(PipelineStep):
     """Sorted buckets of one band -> ``<output>/band_XX.pairs`` (run with one task per band)."""
 
@@ -117,7 +129,7 @@ class DedupBuckets(PipelineStep):
                 logger.info(f"{out} already complete, skipping")
                 return
         buffer = self.config.sort_buffer_records
-        sorter = ExternalSorter(self.output_folder, runs_dir(band), self.fingerprint, buffer)
+        sorter = ExternalSorter(sort_space(self.output_folder), runs_dir(band), self.fingerprint, buffer)
         block = max(1024, buffer // 4)
         header = Header(PAIR_KIND, self.fingerprint, band, bands, PAIR.itemsize)
         try:
@@ -135,3 +147,5 @@ class DedupBuckets(PipelineStep):
                 writer.commit(extra=source)
         finally:
             sorter.close()
+            if sorter.folder is not self.output_folder:  # the local temp folder of a store's run
+                shutil.rmtree(sorter.folder.path, ignore_errors=True)

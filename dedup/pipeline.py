@@ -27,6 +27,7 @@ from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.readers import ParquetReader
 
 from common.documents import DOCUMENT_GLOB, DocumentWriter
+from common.storage import join
 from dedup.buckets import DedupBuckets
 from dedup.clusters import DedupClusters
 from dedup.config import DedupConfig
@@ -48,7 +49,7 @@ class DedupLayout:
     run_dir: str
 
     def part(self, *names: str) -> str:
-        return str(Path(self.run_dir, *names))
+        return join(self.run_dir, *names)
 
     def signatures(self, kind: str) -> str:
         return self.part(*self._base(kind), "signatures")

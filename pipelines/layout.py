@@ -14,6 +14,8 @@ from pathlib import Path
 
 from datatrove.io import DataFolder
 
+from common.storage import is_remote
+
 MAPPED_TOPS = ("completions", "stats", "logs")
 
 
@@ -68,5 +70,6 @@ class RunLayout:
         return self.root / "removed" / step
 
     def stage_folder(self, stage: str) -> StageFolder:
-        self.root.mkdir(parents=True, exist_ok=True)
+        if not is_remote(self.root):  # an object store has no folders to make
+            self.root.mkdir(parents=True, exist_ok=True)
         return StageFolder(str(self.root), stage)

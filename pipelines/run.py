@@ -8,6 +8,7 @@ same command again resumes: finished tasks are skipped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -21,8 +22,11 @@ from common.atomic import atomic_write_text
 from common.cli import one_line
 from common.config import ConfigError
 from common.lifetime import children_die_with_me
-from common.lock import FolderLock, FolderUnavailable
+from common.lock import FolderUnavailable
 from common.names import checked_name
+from common.object_lock import acquire_output_lock
+from common.scratch import scratch_dir
+from common.storage import StorageError, as_path, check_store, is_remote
 from curate.pipeline import build_curate_pipeline
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
 from pipelines.layout import RunLayout
@@ -46,7 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="crawl id (cc-2024-10 or CC-MAIN-2024-10), WARC files / globs / directories / listing files, "
         "or 'sample' for the bundled sample crawl",
     )
-    parser.add_argument("--out", default="out", help="parent of the run directory; the run goes to OUT/<DUMP>/")
+    parser.add_argument(
+        "--out",
+        default="out",
+        help="parent of the run directory, a local folder or a URL (s3://bucket/prefix, gs://...); "
+        "the run goes to OUT/<DUMP>/",
+    )
+    parser.add_argument(
+        "--scratch",
+        default=None,
+        metavar="DIR",
+        help="local folder for temporary files of this node (default: the system temp dir); "
+        "a run folder is made in it and removed at the end; never needs to be shared",
+    )
     parser.add_argument("--dump", default=None, help="dump name for local WARC files (default: from the paths)")
     parser.add_argument("--cc-base", default=DEFAULT_CC_BASE, help="Common Crawl base URL or a local mirror directory")
     parser.add_argument("--limit-warcs", type=int, default=None, help="only the first N WARC files of the source")
@@ -106,7 +122,7 @@ def _versions() -> dict[str, str]:
 
 def prepare_run(
     recipe: Recipe, source: ResolvedSource, out: Path, argv: list[str], dedup_against: tuple[str, ...] = ()
-) -> RunLayout:
+) -> RunLayout:  # out: a pathlib.Path, or a UPath for a store (common.storage.as_path)
     """Create the run directory, its input listing and ``run.json``; refuse a conflicting rerun."""
     layout = RunLayout(out / source.dump)
     config = {"recipe": recipe.to_dict(), "source": {"base": source.base, "paths": list(source.paths)}}
@@ -180,7 +196,7 @@ def dedup_indexes(args: argparse.Namespace, recipe: Recipe, run_root: Path) -> t
     if args.no_dedup or not recipe.dedup.enabled:
         raise ConfigError("--dedup-against needs the dedup stages (drop --no-dedup, or set dedup.enabled: true)")
     for run_dir in args.dedup_against:
-        if Path(run_dir).resolve() == run_root.resolve():
+        if as_path(run_dir).resolve() == run_root.resolve():
             raise ConfigError(f"--dedup-against {run_dir}: that is this run's own directory")
     try:
         return earlier_indexes(args.dedup_against, recipe.dedup.config())
@@ -238,6 +254,13 @@ def chain_knobs(args: argparse.Namespace) -> ChainConfig | None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    with contextlib.ExitStack() as stack:
+        return run(args, argv, stack)
+
+
+def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) -> int:
+    """Validate, lock the run directory, then curate [, dedup, train]; `stack` releases the lock and
+    removes the scratch folder at the end."""
     try:
         check_args(args)
         recipe = load_recipe(args.recipe)
@@ -247,9 +270,16 @@ def main(argv: list[str] | None = None) -> int:
         checked_name(source.dump, "dump")
         recipe.curate.check_models()
         knobs = chain_knobs(args)
-        against = dedup_indexes(args, recipe, Path(args.out) / source.dump)
-        _run_lock = FolderLock(Path(args.out) / source.dump, "pipelines.run").acquire()  # one writer, until exit
-        layout = prepare_run(recipe, source, Path(args.out), argv, against)
+        check_store(args.out)
+        out = as_path(args.out)
+        if knobs is not None and is_remote(out):
+            raise ConfigError("--train with an --out URL is not supported yet: curate to the store, or train locally")
+        against = dedup_indexes(args, recipe, out / source.dump)
+        scratch = scratch_dir(args.scratch)
+        run_lock = acquire_output_lock(out / source.dump, "pipelines.run")  # one writer, until the end
+        stack.callback(run_lock.release)
+        stack.enter_context(scratch)
+        layout = prepare_run(recipe, source, out, argv, against)
         children_die_with_me()  # a SIGKILLed run leaves no Manager server, pool worker or sandbox behind
         tasks = {"curate": run_curate(args, recipe, source, layout)}
         if recipe.dedup.enabled and not args.no_dedup:
@@ -265,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             ray = executor_options(args).get("ray")
             print_chain(run_chain(layout.root, knobs, ray=ray, blimp=args.eval_blimp))
             print(f"report (with the final evaluation): {add_evaluation(layout.root)}")
-    except (ConfigError, SourceError, FolderUnavailable, ExecutorError) as err:
+    except (ConfigError, SourceError, FolderUnavailable, ExecutorError, StorageError) as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     return 0

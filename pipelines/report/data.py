@@ -12,9 +12,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
+from common.documents import open_parquet
 from common.run_dir import kept_documents_dir
+from common.storage import as_path
 from dedup.pipeline import DedupLayout
 from filters.decontamination import REASON as CONTAMINATED
 from pipelines.layout import RunLayout
@@ -127,7 +127,7 @@ def disk_reasons(docset: DocSet) -> Counter:
     """``filter_reason`` counts of a set's files, by kind (only that column is read)."""
     counts: Counter = Counter()
     for path in docset.files:
-        pf = pq.ParquetFile(path)
+        pf = open_parquet(path)
         if "filter_reason" in pf.schema_arrow.names:
             values = pf.read(columns=["filter_reason"]).column(0).to_pylist()
             counts.update(reason_kind(v) if v else docset.default_reason or "(none)" for v in values)
@@ -153,7 +153,7 @@ def _removed_sets(layout: RunLayout, steps: list[Step]) -> list[DocSet]:
 
 def load_run(run_dir: Path) -> RunInfo:
     """Read ``run.json``, ``stats.json`` and the file lists of a run directory."""
-    layout = RunLayout(Path(run_dir))
+    layout = RunLayout(as_path(run_dir))
     if not layout.stats_json.exists():
         raise FileNotFoundError(f"{layout.stats_json} not found: not a finished run directory")
     stats = json.loads(layout.stats_json.read_text())
@@ -165,7 +165,7 @@ def load_run(run_dir: Path) -> RunInfo:
 
 def resolve_run_dir(path: Path) -> Path:
     """A run directory, or a ``--out`` folder holding exactly one (``OUT`` -> ``OUT/<DUMP>``)."""
-    path = Path(path)
+    path = as_path(path)
     if (path / "stats.json").exists():
         return path
     runs = sorted(path.glob("*/stats.json")) if path.is_dir() else []

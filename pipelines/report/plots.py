@@ -15,6 +15,9 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from common.atomic import atomic_open
+from common.storage import is_remote
+
 KEPT, REMOVED, NEUTRAL = "#2b8a3e", "#c92a2a", "#1c7ed6"
 PALETTE = ("#1c7ed6", "#e8590c", "#2b8a3e", "#c92a2a", "#7048e8", "#0c8599", "#d6336c", "#5c940d", "#e67700")
 TOP_N = 15
@@ -26,7 +29,8 @@ BAR_LABEL_BOX = {"facecolor": "#00000055", "edgecolor": "none", "pad": 1}
 def _save(fig: Figure, path: Path) -> Path:
     FigureCanvasAgg(fig)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with atomic_open(path) as handle:  # a local file or an object in the run's store
+        fig.savefig(handle, format="png", dpi=100)
     return path
 
 
@@ -186,7 +190,8 @@ PLOTS = (plot_funnel, plot_removals, plot_languages, plot_lengths, plot_quality,
 
 def draw_all(data: dict, folder: Path) -> dict[str, str]:
     """Every plot the run supports, as ``{name: file name}`` relative to ``folder`` (``plot_<name>`` draws it)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    if not is_remote(folder):  # an object store has no folders to make
+        folder.mkdir(parents=True, exist_ok=True)
     out = {}
     for plot in PLOTS:
         name = plot.__name__.removeprefix("plot_")

@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from common.documents import open_parquet
 from pipelines.report.data import DocSet, reason_kind
 
 TOKEN_NOTE = "tokens ≈ whitespace-separated words of the stored text"
@@ -46,7 +46,7 @@ def domain(url: str | None) -> str:
 
 def count_rows(files: list[Path]) -> int:
     """Documents in parquet files, from their footers (for a progress bar's total)."""
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    return sum(open_parquet(f).metadata.num_rows for f in files)
 
 
 def word_counts(text: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -58,7 +58,7 @@ def word_counts(text: pa.ChunkedArray | pa.Array) -> np.ndarray:
 def iter_batches(files: list[Path], batch_size: int = 2048) -> Iterator[pa.RecordBatch]:
     """Record batches of every file, all columns (each file has its own: older runs lack some), in order."""
     for path in files:
-        yield from pq.ParquetFile(path).iter_batches(batch_size=batch_size)
+        yield from open_parquet(path).iter_batches(batch_size=batch_size)
 
 
 @dataclass

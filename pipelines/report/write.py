@@ -19,6 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic import atomic_write_text
+from common.storage import as_path, is_remote
 from pipelines.report.data import RunInfo, load_run, reader_counters, resolve_run_dir
 from pipelines.report.html import render
 from pipelines.report.plots import draw_all
@@ -171,22 +172,23 @@ def _evaluation(root: Path) -> dict | None:  # the chain's final evaluation (eva
 
 def write_report(run_dir: Path) -> Path:
     """Write ``run_dir/report/`` (index.html, report.json, PNGs); return the index.html path."""
-    run = load_run(Path(run_dir))
+    run = load_run(as_path(run_dir))
     return _write(build_report_data(run), run.root / "report")
 
 
 def add_evaluation(run_dir: Path) -> Path:
     """Put the chain's final evaluation into the written report without reading the documents again."""
-    folder = Path(run_dir) / "report"
+    folder = as_path(run_dir) / "report"
     data = json.loads((folder / "report.json").read_text())
-    return _write({**data, "evaluation": _evaluation(Path(run_dir))}, folder)
+    return _write({**data, "evaluation": _evaluation(as_path(run_dir))}, folder)
 
 
 def _write(data: dict, folder: Path) -> Path:
     images = draw_all(data, folder)
     for name, text in (("report.json", json.dumps(data, indent=1, default=str)), ("index.html", render(data, images))):
         atomic_write_text(folder / name, text)
-        (folder / name).chmod(0o644)  # a report is meant to be shared, whatever the umask
+        if not is_remote(folder):
+            (folder / name).chmod(0o644)  # a report is meant to be shared, whatever the umask
     return folder / "index.html"
 
 
@@ -204,7 +206,7 @@ def summary_table(data: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines.report", description=__doc__.splitlines()[0])
-    parser.add_argument("run", type=Path, help="run directory (OUT/<DUMP>), or an OUT folder holding one run")
+    parser.add_argument("run", type=as_path, help="run directory (OUT/<DUMP>), or an OUT folder holding one run")
     args = parser.parse_args(argv)
     try:
         index = write_report(resolve_run_dir(args.run))

@@ -1,0 +1,128 @@
+"""Where data lives: a local path or an fsspec URL (``s3://``, ``gs://``, ``az://``, ``file://``, ``memory://``).
+
+Every room names its inputs and outputs through this module, so a run directory may be a bucket as well as
+a folder. ``pathlib.Path`` folds ``s3://bucket/run`` into the local folder ``s3:/bucket/run``; ``as_path``
+gives a ``pathlib.Path`` for a local path and a ``upath.UPath`` (the same API on fsspec) for a URL, and
+``join`` joins without folding. ``check_store`` asks the store the questions a run would otherwise ask only
+after hours of work (is the scheme known, does the endpoint answer, are there credentials, does the bucket
+exist), each with short timeouts, and turns every failure into one line (``StorageError``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import fsspec
+from upath import UPath
+
+URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+LOCAL_PROTOCOLS = ("file", "local")
+# stores whose first path component is a bucket / container, checked to exist before any work
+BUCKETED = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"}
+# a store that does not answer is reported in seconds, not after botocore's default minutes of retries
+CHECK_OPTIONS = {"s3": {"config_kwargs": {"connect_timeout": 3, "read_timeout": 10, "retries": {"max_attempts": 1}}}}
+
+
+# Several processes write the same prefixes (tasks on every node, the driver): a cached listing hides the
+# objects written since (s3fs caches every listing by default; the driver then misses a task's stats file),
+# so listings of a store are asked again each time.
+fsspec.config.conf.setdefault("s3", {}).setdefault("use_listings_cache", False)
+
+
+class StorageError(ValueError):
+    """A path or URL a run cannot use (unknown scheme, store not answering, no credentials, no bucket); one line."""
+
+
+def protocol(path: str | os.PathLike[str]) -> str | None:
+    """``"s3"`` for ``s3://b/k``; None for a local path (no scheme)."""
+    match = URL.match(str(path))
+    return match.group(1).lower() if match else None
+
+
+def is_remote(path: str | os.PathLike[str]) -> bool:
+    """True for a URL of a store other than the local disk (``file://`` is local)."""
+    scheme = protocol(path)
+    return scheme is not None and scheme not in LOCAL_PROTOCOLS
+
+
+def local_path(path: str | os.PathLike[str]) -> str:
+    """A local path without its ``file://`` prefix (other paths unchanged)."""
+    text = str(path)
+    return text[len("file://") :] if protocol(text) == "file" else text
+
+
+def as_path(path: str | os.PathLike[str]) -> Path:
+    """``pathlib.Path`` for a local path or ``file://`` URL, ``UPath`` (pathlib's API on fsspec) for a URL."""
+    if isinstance(path, UPath):
+        return path
+    if is_remote(path):
+        return UPath(str(path))
+    return Path(local_path(path))
+
+
+def join(base: str | os.PathLike[str], *parts: str) -> str:
+    """``base/part/...`` as a string, a URL staying a URL (``s3://b/run`` + ``curated`` -> ``s3://b/run/curated``)."""
+    if not is_remote(base):
+        return str(Path(local_path(base), *parts))
+    text = str(base).rstrip("/")
+    rest = str(PurePosixPath(*parts)) if parts else ""
+    return f"{text}/{rest}" if rest else text
+
+
+def filesystem(path: str | os.PathLike[str], **options: Any) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The fsspec file system of ``path`` and the path inside it (credentials from the usual variables)."""
+    return fsspec.core.url_to_fs(str(path), **options)
+
+
+def scratch_name(path: str | os.PathLike[str]) -> str:
+    """A file name for a local copy of ``path``'s object (its last component)."""
+    return PurePosixPath(str(path).rstrip("/")).name or "object"
+
+
+def _describe(err: BaseException) -> str:
+    """The store's reason in one line, without botocore's request dump."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text[:300]
+
+
+def check_store(path: str | os.PathLike[str], what: str = "--out") -> None:
+    """Refuse, before any work, a URL this run could not use; local paths pass (the lock checks them).
+
+    Unknown scheme, the store's client library missing, an endpoint that does not answer, no credentials,
+    a bucket that does not exist: each a one-line ``StorageError`` naming ``what`` and the URL."""
+    if not is_remote(path):
+        return
+    scheme = protocol(path)
+    try:
+        fsspec.get_filesystem_class(scheme)
+    except ValueError:
+        raise StorageError(f"{what} {path}: unknown storage scheme {scheme}://") from None
+    except ImportError as err:
+        raise StorageError(f"{what} {path}: {scheme}:// needs a package not installed here ({err})") from None
+    if scheme not in BUCKETED:
+        return
+    options = {"skip_instance_cache": True, **CHECK_OPTIONS.get(scheme, {})}
+    try:
+        fs, inner = filesystem(path, **options)
+        bucket = inner.split("/", 1)[0]
+        if not bucket:
+            raise StorageError(f"{what} {path}: no bucket in the URL")
+        fs.ls(bucket, refresh=True)
+    except StorageError:
+        raise
+    except FileNotFoundError:
+        raise StorageError(f"{what} {path}: bucket {bucket!r} does not exist") from None
+    except PermissionError as err:
+        raise StorageError(f"{what} {path}: access denied to bucket {bucket!r} ({_describe(err)})") from None
+    except Exception as err:  # botocore's NoCredentialsError, EndpointConnectionError, ...: named by their text
+        kind = type(err).__name__
+        if "Credentials" in kind:
+            hint = "no credentials (set AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or AWS_PROFILE)"
+        elif "Connect" in kind or "Timeout" in kind or isinstance(err, OSError):
+            hint = f"the store does not answer ({_describe(err)})"
+        else:
+            hint = _describe(err)
+        raise StorageError(f"{what} {path}: {hint}") from None

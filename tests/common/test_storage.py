@@ -1,0 +1,141 @@
+"""The storage layer against a real S3 server (moto on 127.0.0.1, real s3fs): URLs stay URLs, stores that
+cannot be used are one line before any work, atomic writes leave no partial object, the run lock works."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import fsspec
+import pytest
+
+from common.atomic import atomic_open, atomic_write_text
+from common.lock import FolderLock, FolderLocked, FolderUnavailable
+from common.object_lock import STALE_AFTER_S, ObjectLock, acquire_output_lock, break_lock
+from common.storage import StorageError, as_path, check_store, is_remote, join
+from tests.support.s3_server import FOREIGN, clear_clients, free_port, s3, s3_server_session  # noqa: F401
+
+
+def test_urls_are_never_folded_into_local_folders(tmp_path: Path) -> None:
+    assert join("s3://bucket/run", "curated", "0.parquet") == "s3://bucket/run/curated/0.parquet"
+    assert str(as_path("s3://bucket/run") / "stats.json") == "s3://bucket/run/stats.json"
+    assert join(str(tmp_path), "a") == str(tmp_path / "a")
+    assert as_path(f"file://{tmp_path}") == tmp_path and not is_remote(f"file://{tmp_path}")
+    assert type(as_path(tmp_path)) is type(tmp_path)
+
+
+def test_unknown_scheme_is_one_line() -> None:
+    with pytest.raises(StorageError, match=r"unknown storage scheme nosuch://"):
+        check_store("nosuch://bucket/run")
+
+
+def test_missing_bucket_and_missing_credentials(s3, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    with pytest.raises(StorageError, match="bucket 'absent' does not exist"):
+        check_store("s3://absent/run")
+    s3.make_bucket("present")
+    check_store("s3://present/run")  # no error
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", *FOREIGN):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    clear_clients()
+    with pytest.raises(StorageError, match="no credentials"):
+        check_store("s3://present/run")
+
+
+def test_endpoint_not_answering_is_reported_quickly(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("s3fs")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nobody listens there
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    start = time.monotonic()
+    with pytest.raises(StorageError, match="does not answer"):
+        check_store("s3://bucket/run")
+    assert time.monotonic() - start < 30
+
+
+def test_atomic_writes_to_the_store_leave_no_partial_object(s3) -> None:  # noqa: F811
+    bucket = s3.make_bucket("atomic")
+    atomic_write_text(f"{bucket}/run/stats.json", '{"a": 1}')
+    fs = fsspec.filesystem("s3")
+    assert fs.cat("atomic/run/stats.json") == b'{"a": 1}'
+    with pytest.raises(RuntimeError), atomic_open(f"{bucket}/run/big.bin") as handle:
+        handle.write(b"x" * 1_000_000)
+        raise RuntimeError("killed mid-write")
+    assert not fs.exists("atomic/run/big.bin")
+    with atomic_open(f"{bucket}/run/big.bin") as handle:
+        handle.write(b"y" * 1_000_000)
+    assert fs.size("atomic/run/big.bin") == 1_000_000
+    assert sorted(fs.ls("atomic/run", detail=False)) == ["atomic/run/big.bin", "atomic/run/stats.json"]
+
+
+def test_object_lock_refuses_a_second_writer_naming_the_holder(s3) -> None:  # noqa: F811
+    run = f"{s3.make_bucket('locked')}/run"
+    first = acquire_output_lock(run, "pipelines.run")
+    assert isinstance(first, ObjectLock)
+    holder = json.loads(fsspec.filesystem("s3").cat("locked/run/.lock"))
+    assert {"host", "pid", "command", "heartbeat_at", "token"} <= set(holder)
+    with pytest.raises(FolderLocked) as refused:
+        acquire_output_lock(run, "pipelines.run")
+    message = str(refused.value)
+    assert "\n" not in message and f"pid {holder['pid']}" in message and "heartbeat" in message
+    first.release()
+    assert not fsspec.filesystem("s3").exists("locked/run/.lock")
+    acquire_output_lock(run).release()  # free again
+
+
+def test_stale_lock_is_reported_with_its_age_and_can_be_broken(s3) -> None:  # noqa: F811
+    run = f"{s3.make_bucket('stale')}/run"
+    dead = {"token": "x", "host": "node-7", "pid": 4242, "command": "python -m pipelines.run",
+            "started_at": 0, "heartbeat_at": time.time() - STALE_AFTER_S - 60}  # fmt: skip
+    fsspec.filesystem("s3").pipe_file("stale/run/.lock", json.dumps(dead).encode())
+    with pytest.raises(FolderLocked, match=r"stale lock \(node-7 pid 4242.*last heartbeat 3\d\d s ago.*--break"):
+        acquire_output_lock(run)
+    assert break_lock(run)
+    acquire_output_lock(run).release()
+
+
+def test_a_lock_whose_holder_died_on_this_host_is_taken_over(s3) -> None:  # noqa: F811
+    run = f"{s3.make_bucket('takeover')}/run"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    holder = {"token": "old", "host": socket.gethostname(), "pid": dead.pid, "command": "killed",
+              "started_at": 0, "heartbeat_at": time.time()}  # fmt: skip
+    fsspec.filesystem("s3").pipe_file("takeover/run/.lock", json.dumps(holder).encode())
+    lock = acquire_output_lock(run)
+    assert json.loads(fsspec.filesystem("s3").cat("takeover/run/.lock"))["pid"] == os.getpid()
+    lock.release()
+
+
+def test_heartbeat_rewrites_the_lock(s3) -> None:  # noqa: F811
+    run = f"{s3.make_bucket('beat')}/run"
+    lock = ObjectLock(run, heartbeat_s=0.2).acquire()
+    fs = fsspec.filesystem("s3")
+    first = json.loads(fs.cat("beat/run/.lock"))["heartbeat_at"]
+    time.sleep(1.0)
+    fs.invalidate_cache()
+    assert json.loads(fs.cat("beat/run/.lock"))["heartbeat_at"] > first
+    lock.release()
+
+
+def test_read_only_bucket_is_one_line(s3) -> None:  # noqa: F811
+    import boto3
+
+    s3.make_bucket("readonly")
+    deny = {"Effect": "Deny", "Principal": "*", "Action": "s3:PutObject", "Resource": "arn:aws:s3:::readonly/*"}
+    policy = {"Version": "2012-10-17", "Statement": [deny]}
+    boto3.client("s3", endpoint_url=s3.endpoint).put_bucket_policy(Bucket="readonly", Policy=json.dumps(policy))
+    with pytest.raises(FolderUnavailable, match="s3://readonly/run: cannot write there"):
+        acquire_output_lock("s3://readonly/run")
+
+
+def test_local_paths_keep_the_flock(tmp_path: Path) -> None:
+    lock = acquire_output_lock(tmp_path / "run")
+    assert isinstance(lock, FolderLock)
+    lock.release()

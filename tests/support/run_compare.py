@@ -1,0 +1,92 @@
+"""Compare a run directory written to a store with a local one: the documents, removed documents and stats
+that must be equal wherever the run wrote, and the files a run left on the node (``files_under``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import fsspec
+import pyarrow.parquet as pq
+import pytest
+
+from tests.support.cli import run_cli
+
+DOCUMENT_FOLDERS = ("curated", "deduped", "removed")
+LOAD_DEPENDENT = ("timeout", "broken_process")  # verdicts of the sandboxes' time limit (extraction, signals)
+
+
+def files_under(root: Path) -> dict[str, int]:
+    """Every file below ``root`` (links not followed) -> its modification time in ns."""
+    out = {}
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not Path(folder, d).is_symlink()]
+        for name in names:
+            path = Path(folder, name)
+            out[str(path)] = path.lstat().st_mtime_ns
+    return out
+
+
+def documents(root: str, folder: str, skip: frozenset[str] = frozenset()) -> dict[str, list[dict]]:
+    """``{relative file: rows}`` of every parquet file under ``root/folder`` (local or URL), rows of ``skip`` ids
+    left out."""
+    fs, base = fsspec.core.url_to_fs(f"{root}/{folder}")
+    out = {}
+    for path in sorted(fs.glob(f"{base}/**/*.parquet")):
+        with fs.open(path, "rb") as f:
+            rows = [row for row in pq.read_table(f).to_pylist() if row["id"] not in skip]
+        if rows or not skip:  # a file that held only skipped documents exists in one run only
+            out[path[len(base) :]] = rows
+    return out
+
+
+def timed_out(root: str) -> frozenset[str]:
+    """Documents a step's time limit removed (extraction, signals): a verdict of the machine's load, not of
+    the storage."""
+    rows = documents(root, "removed")
+    return frozenset(row["id"] for part in rows.values() for row in part if row["filter_reason"] in LOAD_DEPENDENT)
+
+
+def assert_same_run(store: str, local: Path) -> None:
+    """Documents, removed documents (ids, text, reasons, every column) and stats as the local run's; a
+    document that hit a step's time limit in either run (a loaded machine) is left out of both, and then
+    the stats are not compared."""
+    unstable = timed_out(store) | timed_out(str(local))
+    assert len(unstable) <= 3, f"{len(unstable)} timeouts: the machine is too loaded to compare"
+    for folder in DOCUMENT_FOLDERS:
+        ours, theirs = documents(store, folder, unstable), documents(str(local), folder, unstable)
+        assert ours and not differences(ours, theirs), (folder, differences(ours, theirs))
+    fs, path = fsspec.core.url_to_fs(f"{store}/stats.json")
+    if not unstable:
+        ours = stats_without_times(fs.cat(path).decode())
+        assert ours == stats_without_times((local / "stats.json").read_text())
+
+
+def differences(ours: dict[str, list[dict]], theirs: dict[str, list[dict]], limit: int = 8) -> list[str]:
+    """``file: row N: column (ours, theirs)`` for the first differing cells (files missing on either side too)."""
+    out = [f"{name}: only on one side" for name in sorted(set(ours) ^ set(theirs))]
+    for name in sorted(set(ours) & set(theirs)):
+        a, b = ours[name], theirs[name]
+        if len(a) != len(b):
+            out.append(f"{name}: {len(a)} rows != {len(b)}")
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            out += [f"{name}: row {i}: {k} ({x[k]!r:.60} != {y.get(k)!r:.60})" for k in x if x[k] != y.get(k)]
+    return out[:limit]
+
+
+def stats_without_times(text: str) -> dict:
+    stats = json.loads(text)
+    for stage in stats["stages"].values():
+        for step in stage["steps"]:
+            step.pop("time_s")
+    return stats
+
+
+@pytest.fixture(scope="session")
+def local_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``python -m pipelines.run sample --workers 2`` to a local folder (the command the store runs repeat): its
+    run directory."""
+    out = tmp_path_factory.mktemp("local-sample")
+    run_cli("pipelines.run", "sample", "--out", str(out), "--workers", "2")
+    return out / "sample"
