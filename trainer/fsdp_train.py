@@ -1,6 +1,6 @@
 """Train a Llama-style model for exactly one epoch over token shards with FSDP2.
 
-    torchrun --nproc_per_node=2 trainer/fsdp_train.py --shards out/mix --tokenizer out/tok/tokenizer.json \
+    torchrun --nproc_per_node=2 trainer/fsdp_train.py --shards out/mix --tokenizer out/tok/tokenizer.json \\
         --model tiny --out out/train
 
 Pipelines call `train(TrainConfig(...))` in-process instead (one rank, no torchrun needed).
