@@ -249,9 +249,11 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
             record = {"step": step, "loss": losses[-1][1], "grad_norm": float(result.grad_norm), "lr": result.lr}
             metrics.log({**record, **throughput.measure(step)})
         if evaluates and cfg.eval_every and step % cfg.eval_every == 0:
-            evaluate(step)
+            with throughput.excluded():  # not charged to the next step's tokens/s and MFU
+                evaluate(step)
         if cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
-            save(step)
+            with throughput.excluded():
+                save(step)
             last_saved = step
         if step >= stop:
             break
