@@ -134,7 +134,9 @@ def run_chain(
     tok_dir, mix_dir, train_dir = run_dir / "tokenizer", run_dir / "mixture", run_dir / "train"
     if not (tok_dir / "tokenizer.json").is_file():
         print(f"\n== tokenizer: byte-level BPE, vocab {config.vocab_size} -> {tok_dir}", flush=True)
-        train_tokenizer([str(run_dir)], tok_dir, vocab_size=config.vocab_size)
+        trained = train_tokenizer([str(run_dir)], tok_dir, vocab_size=config.vocab_size)
+        if trained.shortfall():
+            print(trained.shortfall(), flush=True)
     if not (mix_dir / "manifest.json").is_file():
         print(f"\n== mixture: one epoch of {run_dir.name}'s documents -> {mix_dir}", flush=True)
         manifest = build_mixture(mixture_spec(run_dir, tok_dir, config), mix_dir, overwrite=True)

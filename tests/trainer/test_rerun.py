@@ -5,12 +5,14 @@ unless `--resume` or `--overwrite` says what to do; `--overwrite` removes the pr
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from common.atomic import FILE_MODE
 from tests.support.cli import REPO
 from tests.support.trainer_inputs import read_jsonl, synthetic_run_inputs, torchrun
 from trainer.rerun import RUN_OUTPUTS, OutputInUse, check_output, clear_outputs
@@ -85,3 +87,5 @@ def test_rerun_into_a_finished_run_is_refused_and_overwrite_replaces_it(tmp_path
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert [r["step"] for r in read_jsonl(out / "metrics.jsonl") if "loss" in r] == list(range(1, steps + 1))
     assert (out / "hf" / "config.json").is_file()
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (out / "hf").iterdir()}
+    assert modes["model.safetensors"] == modes["config.json"] == FILE_MODE, modes  # was 0600: others can read it
