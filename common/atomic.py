@@ -24,6 +24,7 @@ def _current_umask() -> int:
 
 
 _UMASK = _current_umask()
+FILE_MODE = 0o666 & ~_UMASK  # what open() creates; mkstemp and some libraries (safetensors) make 0600
 
 
 @contextlib.contextmanager

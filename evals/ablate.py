@@ -320,8 +320,7 @@ def train_run(spec: AblationSpec, d: Dataset, seed: int, mix: Path, tok: Path, o
         *[f"--eval-task={name}={path}" for name, path in task_files(spec, out).items()],
         *map(str, t.get("extra", [])),
     ]
-    if (run / "checkpoints").is_dir() and any((run / "checkpoints").glob("step_*")):
-        args.append("--resume")
+    args.append("--resume")  # a killed training continues from its newest checkpoint (none: from step 0)
     print(f"[ablate] train {d.name} seed {seed}: {steps} steps, evaluated every {every}")
     run_step(args, out / "logs" / f"train_{d.name}_seed{seed}.log")
     return run

@@ -61,9 +61,7 @@ def held_out_documents(mixture: Path, tokenizer: Path, holdout_files: int) -> li
 def evaluate_chain(train_dir: Path, mixture: Path, blimp: Path | None = None) -> dict[str, Any]:
     """Score `train_dir/hf` on the held-out documents (and BLiMP); cached in `train_dir/eval.json`."""
     train_config = json.loads((train_dir / "run_config.json").read_text())["train_config"]
-    holdout = train_config["val_holdout_files"]
-    if not holdout:
-        raise ValueError(f"{train_dir} trained on every shard file: no held-out documents to evaluate on")
+    holdout = train_config["val_holdout_files"]  # 0: a run too small to spare a file (pipelines.chain)
     blimp = blimp or shared_blimp()
     inputs = {"mixture": str(mixture), "held_out_files": holdout, "blimp": str(blimp) if blimp else None}
     cached = train_dir / EVAL_JSON
@@ -72,9 +70,11 @@ def evaluate_chain(train_dir: Path, mixture: Path, blimp: Path | None = None) ->
         if previous.get("inputs") == inputs:
             return previous
     model = load_model(train_dir / "hf")
-    documents = held_out_documents(mixture, train_dir / "hf" / "tokenizer.json", holdout)
+    documents = held_out_documents(mixture, train_dir / "hf" / "tokenizer.json", holdout) if holdout else []
     seq_len = train_config["seq_len"] or ShardReader(mixture, verify=False).manifest.seq_len
-    tasks: dict[str, Task] = {"bpb": BitsPerByte(documents, context=seq_len)}  # the positions it trained
+    tasks: dict[str, Task] = {}
+    if documents:
+        tasks["bpb"] = BitsPerByte(documents, context=seq_len)  # the positions it trained
     if blimp is not None:
         tasks["blimp"] = Blimp(spread(read_jsonl(blimp), BLIMP_PAIRS))
     results = {name: evaluate(task, model.encoder, model.scorer()) for name, task in tasks.items()}
@@ -87,11 +87,14 @@ def evaluate_chain(train_dir: Path, mixture: Path, blimp: Path | None = None) ->
 
 def summary_line(report: dict[str, Any]) -> str:
     """One line for the chain's final summary."""
-    bpb = report["tasks"]["bpb"]
-    line = (
-        f"final evaluation: {bpb['bits_per_byte']:.4f} bits/byte on {report['held_out']['documents']} held-out "
-        f"documents ({bpb['bytes']:,} bytes)"
-    )
+    bpb = report["tasks"].get("bpb")
+    if bpb is None:
+        line = "final evaluation: no held-out documents (the run was too small to hold out a shard file)"
+    else:
+        line = (
+            f"final evaluation: {bpb['bits_per_byte']:.4f} bits/byte on {report['held_out']['documents']} held-out "
+            f"documents ({bpb['bytes']:,} bytes)"
+        )
     if "blimp" in report["tasks"]:
         blimp = report["tasks"]["blimp"]
         line += f", BLiMP {100 * blimp['accuracy']:.1f} % of {blimp['n']:,} pairs (chance 50 %)"

@@ -1,7 +1,7 @@
 """Evaluate a model on local task files and write the figures as JSON.
 
     python -m evals.run out/train/hf --task blimp=../shared/data/blimp/blimp.jsonl.gz \
-        --task bpb=held_out/ --task mc=evals/data/mc_example.jsonl --out eval.json
+        --task bpb=held_out/ --task mc=examples/evals/mc_example.jsonl --out eval.json
 
 MODEL: an exported Hugging Face folder (config.json, model.safetensors, tokenizer.json), a trainer
 --out folder (its hf/, else its newest checkpoint) or a checkpoint step_* folder.
@@ -17,20 +17,28 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 from tqdm import tqdm
 
-from evals.models import LoadedModel, ModelLoadError, load_model
-from evals.tasks import Task, TaskDataError, evaluate, load_tasks, parse_task_specs
+from evals.models import LoadedModel, ModelLoadError, cpu_threads, load_model
+from evals.tasks import Request, Task, TaskDataError, evaluate, load_tasks, parse_task_specs
 from evals.tasks.blimp import Blimp, comparison_table, read_reference
 
 
 def run_task(task: Task, model: LoadedModel, batch_size: int, limit: int | None, progress: bool) -> dict[str, Any]:
     """One task over the model with a progress bar counted in scored sequences."""
-    bar = tqdm(desc=task.name, unit="seq", disable=not progress, dynamic_ncols=True)
-    score = model.scorer(batch_size=batch_size, progress=bar.update)
+    bar = tqdm(desc=task.name, unit="seq", total=0, disable=not progress, dynamic_ncols=True)
+    inner = model.scorer(batch_size=batch_size, progress=bar.update)
+
+    def score(requests: Sequence[Request]) -> list[float]:
+        bar.total += len(requests)  # the task hands all its requests at once: the bar's total and its ETA
+        bar.refresh()
+        return inner(requests)
+
     try:
         return evaluate(task, model.encoder, score, limit=limit)
     finally:
@@ -60,7 +68,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("model", type=Path, help="HF folder, trainer output folder or checkpoint step_* folder")
     parser.add_argument("--task", action="append", default=[], metavar="NAME=PATH", help="repeatable")
-    parser.add_argument("--limit", type=int, help="only the first N items of each task")
+    parser.add_argument("--limit", type=int, help="N items of each task, spread evenly over its file (default: all)")
     parser.add_argument("--batch-size", type=int, default=32, help="sequences per forward (default 32)")
     parser.add_argument("--out", type=Path, help="where to write the JSON (default: print only)")
     parser.add_argument(
@@ -86,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.bpb_stride is not None and "bpb" in tasks:
             tasks["bpb"].stride = args.bpb_stride  # type: ignore[attr-defined]
         model = load_model(args.model, backend=args.backend, device=args.device)
+        if model.device.type == "cpu":
+            threads, why = cpu_threads()
+            torch.set_num_threads(threads)
+            print(f"cpu threads: {threads} ({why})", file=sys.stderr, flush=True)
         results: dict[str, Any] = {}
         for name, task in tasks.items():
             start = time.perf_counter()

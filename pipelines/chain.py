@@ -29,6 +29,7 @@ from mixtures.spec import EPOCH
 from pipelines.errors import ExecutorError
 
 if TYPE_CHECKING:
+    from mixtures.manifest import Manifest
     from pipelines.ray_cluster.executor import RayOptions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,6 +99,28 @@ def check_chain_record(run_dir: Path, config: ChainConfig) -> None:
         atomic_write_text(record, json.dumps(mine, indent=1))
 
 
+def held_out_files(manifest: Manifest, config: ChainConfig) -> int:
+    """Shard files held out for the validation loss: the last one when it holds a micro-batch per rank and the
+    others still fill a global batch; none (said in one line) on a run too small for both. Token counts are
+    known only after curation, so this is checked here, before training, instead of failing inside torchrun."""
+    window, batch = config.seq_len + 1, config.micro_batch * config.nproc
+    windows = [shard.tokens // window for shard in manifest.files]
+    if sum(windows) < batch:
+        raise ExecutorError(
+            f"the mixture's {manifest.total_tokens} tokens make {sum(windows)} training windows of {window} tokens, "
+            f"fewer than one global batch ({config.nproc} ranks x {config.micro_batch}); curate more WARC files "
+            "or lower --seq-len or --nproc"
+        )
+    if len(windows) >= 2 and windows[-1] >= batch and sum(windows[:-1]) >= batch:
+        return 1
+    print(
+        f"validation: none: the mixture's {manifest.total_tokens} tokens in {len(windows)} shard file(s) "
+        "cannot spare a held-out file (the final evaluation still runs)",
+        flush=True,
+    )
+    return 0
+
+
 def mixture_spec(run_dir: Path, tok_dir: Path, config: ChainConfig) -> dict[str, Any]:
     """One epoch of the run's kept documents: the build counts the tokens while it tokenizes them."""
     return {
@@ -128,23 +151,31 @@ def run_chain(
     tok_dir, mix_dir, train_dir = run_dir / "tokenizer", run_dir / "mixture", run_dir / "train"
     if not (tok_dir / "tokenizer.json").is_file():
         print(f"\n== tokenizer: byte-level BPE, vocab {config.vocab_size} -> {tok_dir}", flush=True)
-        train_tokenizer([str(run_dir)], tok_dir, vocab_size=config.vocab_size)
+        trained = train_tokenizer([str(run_dir)], tok_dir, vocab_size=config.vocab_size)
+        if trained.shortfall():
+            print(trained.shortfall(), flush=True)
     if not (mix_dir / "manifest.json").is_file():
         print(f"\n== mixture: one epoch of {run_dir.name}'s documents -> {mix_dir}", flush=True)
         manifest = build_mixture(mixture_spec(run_dir, tok_dir, config), mix_dir, overwrite=True)
         print(f"mixture: {manifest.total_tokens} tokens of {manifest.sources[run_dir.name].documents} documents")
     if train and not (train_dir / "hf" / "config.json").is_file():
+        from mixtures.manifest import read_manifest
+
+        holdout = held_out_files(read_manifest(mix_dir, verify=False), config)
         print(f"\n== train: {config.model} model, one epoch, torchrun x{config.nproc} -> {train_dir}", flush=True)
         command = [
             sys.executable, "-m", "trainer.launch", "--standalone", f"--nproc_per_node={config.nproc}",
             str(REPO / "trainer" / "fsdp_train.py"),
             "--shards", str(mix_dir), "--tokenizer", str(tok_dir), "--model", config.model,
             "--out", str(train_dir), "--micro-batch", str(config.micro_batch), "--lr", str(config.lr),
-            "--val-holdout-files", "1", "--eval-every", "5", "--log-every", "5",
+            "--val-holdout-files", str(holdout), "--eval-every", "5", "--log-every", "5",
+            "--resume",  # a killed chain continues its training from the newest checkpoint
         ]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
         # the launcher dies with this process, and its ranks with it (trainer/fsdp_train.py)
-        subprocess.run(command, check=True, cwd=REPO, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509
+        done = subprocess.run(command, cwd=REPO, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509
+        if done.returncode != 0:  # trainer.launch has printed the ranks' one line (or the crash's)
+            raise ExecutorError(f"training in {train_dir} stopped with exit code {done.returncode} (its reason above)")
     result: dict[str, Any] = {
         "tokenizer": str(tok_dir / "tokenizer.json"),
         "mixture": str(mix_dir / "manifest.json"),

@@ -74,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--ray-address",
         default=None,
-        help="with --executor ray: the cluster to use (auto, HOST:PORT); default: start a local Ray instance",
+        help="with --executor ray: the cluster to join, HOST:PORT (or auto: as ray.init, RAY_ADDRESS else a "
+        "cluster started on this machine; local: a private instance); default: RAY_ADDRESS when set, else a "
+        "private Ray instance on 127.0.0.1 that stops with the run (never another job's cluster)",
     )
     parser.add_argument(
         "--ray-cpus-per-task", type=int, default=1, help="with --executor ray: CPUs each Ray task reserves (default: 1)"

@@ -48,17 +48,34 @@ def _read_listing(location: str) -> list[str]:
     try:
         with fs_open(location, "rt", compression=compression) as f:
             return [line.strip() for line in f if line.strip() and not line.startswith("#")]
-    except FileNotFoundError:
-        raise SourceError(f"listing not found: {location}") from None
+    except FileNotFoundError as err:
+        raise SourceError(_not_found(location, err)) from None
     except (OSError, gzip.BadGzipFile, UnicodeDecodeError) as err:
         raise SourceError(f"cannot read listing {location}: {err}") from None
+
+
+def _not_found(location: str, err: FileNotFoundError) -> str:
+    """Why a listing could not be opened. fsspec's HTTP file system turns every failure of its HEAD/GET into
+    FileNotFoundError(url) with the real one as its cause: a host that does not resolve or answer is said
+    as such (`Cannot connect to host ... [Name or service not known]`), not as a missing file."""
+    cause = err.__cause__
+    status = getattr(cause, "status", None)
+    if cause is None or status == 404:
+        return f"listing not found{' (HTTP 404)' if status else ''}: {location}"
+    reason = f"HTTP {status} {getattr(cause, 'message', '')}".strip() if status else str(cause) or type(cause).__name__
+    return f"cannot fetch listing {location}: {reason}"
 
 
 def resolve_crawl(crawl: str, cc_base: str = DEFAULT_CC_BASE) -> ResolvedSource:
     """A crawl's ``warc.paths.gz`` under ``cc_base`` (Common Crawl's bucket or a mirror with its layout)."""
     base = cc_base.rstrip("/")
     listing = f"{base}/crawl-data/{crawl}/warc.paths.gz"
-    paths = _read_listing(listing)
+    try:
+        paths = _read_listing(listing)
+    except SourceError as err:
+        if str(err).startswith("listing not found"):  # the host answered: the crawl id is not there
+            raise SourceError(f"no crawl {crawl} under {base}: {err}") from None
+        raise
     if not paths:
         raise SourceError(f"{listing} lists no WARC files")
     return ResolvedSource(crawl, base, tuple(paths), f"{crawl} ({len(paths)} WARC files listed in {listing})")

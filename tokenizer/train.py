@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -37,6 +38,19 @@ class TrainResult:
     documents: int
     chars: int
     seconds: float
+    vocab_size_requested: int = 0
+    min_frequency: int = 2
+
+    def shortfall(self) -> str | None:
+        """A warning when BPE stopped short of the vocabulary asked for (it runs out of pairs seen
+        --min-frequency times in the sample): a smaller vocab than asked must not pass without a word."""
+        if self.vocab_size >= self.vocab_size_requested:
+            return None
+        return (
+            f"warning: vocab {self.vocab_size} of the {self.vocab_size_requested} asked: the {self.chars:,} sampled "
+            f"chars hold no more pairs seen >= {self.min_frequency} times; more text or a lower --min-frequency "
+            "gives more merges"
+        )
 
 
 # A byte-level BPE holds the 256 byte tokens and <|endoftext|> before its first merge, and the shard
@@ -120,6 +134,8 @@ def train_tokenizer(
         documents=stats.documents_used,
         chars=stats.chars_used,
         seconds=seconds,
+        vocab_size_requested=vocab_size,
+        min_frequency=min_frequency,
     )
 
 
@@ -145,6 +161,8 @@ def main(argv: list[str] | None = None) -> None:
         f"sha256 {result.sha256[:12]}) from {result.documents} documents, "
         f"{result.chars:,} chars in {result.seconds:.1f}s"
     )
+    if result.shortfall():
+        print(result.shortfall(), file=sys.stderr)
 
 
 def _train_from_args(args: argparse.Namespace) -> TrainResult:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
 import warnings
 from pathlib import Path
@@ -22,6 +23,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
+from common.atomic import FILE_MODE
 from common.cli import fail
 from common.lock import FolderUnavailable, check_apart, check_writable
 from trainer.checkpoint_trust import UntrustedCheckpoint
@@ -110,7 +112,11 @@ def export_hf(
         if name == "output.weight" and cfg.tie_embeddings:
             continue  # shared with the embedding; HF re-ties it from tie_word_embeddings
         tensors[hf_name(name)] = tensor.detach().to("cpu", dtype).contiguous()
-    save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    weights = out_dir / "model.safetensors"
+    partial = weights.with_name(f".{weights.name}.tmp")  # a killed export leaves no half-written weights
+    save_file(tensors, str(partial), metadata={"format": "pt"})
+    os.chmod(partial, FILE_MODE)  # safetensors writes 0600: the export is read by others as its config is
+    os.replace(partial, weights)
     (out_dir / "config.json").write_text(json.dumps(hf_config(cfg, dtype, eos_id, bos_id), indent=2) + "\n")
     if tokenizer is not None:
         shutil.copyfile(tokenizer, out_dir / "tokenizer.json")

@@ -1,7 +1,10 @@
 """Train a Llama-style model for exactly one epoch over token shards with FSDP2.
 
-    torchrun --nproc_per_node=2 trainer/fsdp_train.py --shards out/mix --tokenizer out/tok/tokenizer.json \
-        --model tiny --out out/train
+    python -m trainer.launch --nproc_per_node=2 trainer/fsdp_train.py --shards out/mix \\
+        --tokenizer out/tok/tokenizer.json --model tiny --out out/train
+
+(`trainer.launch` is torchrun, with torchrun's flags; its failure block is cut to the ranks' one line.)
+An --out that holds a previous run is refused unless --resume (continue it) or --overwrite (replace it).
 
 Pipelines call `train(TrainConfig(...))` in-process instead (one rank, no torchrun needed).
 Outputs under --out: metrics.jsonl, checkpoints/step_*/ (DCP), hf/ (transformers checkpoint).

@@ -17,9 +17,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+from common.lock import FolderUnavailable
 from evals.tasks import Task, load_tasks
 from trainer.checkpoint import TRAINER_STATE, Checkpointer
-from trainer.distributed import DistInfo, init_distributed, shutdown
+from trainer.distributed import DistInfo, init_distributed, rank0_verdict, shutdown
 from trainer.engine import TrainEngine
 from trainer.eval_tasks import TaskEvaluator, eval_record
 from trainer.export_hf import export_live
@@ -30,6 +31,7 @@ from trainer.output_lock import lock_output
 from trainer.pipeline_parallel import export_from_checkpoint
 from trainer.prepare import PreparedData, prepare_data
 from trainer.profiling import StepProfiler, oom_snapshot
+from trainer.rerun import OutputInUse, check_output, clear_outputs
 from trainer.stability import SpikeConfig, SpikeGuard, injected_loss_scales
 from trainer.train_config import TrainConfig, flat_record
 
@@ -143,11 +145,17 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
     cfg.check()
     tasks = load_tasks(cfg.eval_task, "--eval-task")  # before anything is written to `out`
     out = Path(cfg.out)
+    # a rerun erases nothing; a live run there is named (FolderLocked) before what it wrote
+    rank0_verdict(lambda: check_output(out, cfg.resume, cfg.overwrite), (OutputInUse, FolderUnavailable))
     profiler = StepProfiler(cfg.profile_steps, out, info.rank, info.device)
     data = prepare_data(cfg, info)
     lock = lock_output(out, info)  # one run writes `out` (checkpoints, metrics) until this one ends
     if lock is not None:
         held.callback(lock.release)
+    if cfg.overwrite:  # under the lock: no other run writes `out` while its previous outputs go
+        removed = rank0_verdict(lambda: clear_outputs(out), OSError)
+        if removed:
+            log.info("--overwrite: removed the previous run's %s from %s", ", ".join(removed), out)
     plan, loader = data.plan, data.loader
     engine = _build_engine(cfg, info, data)
     ckpt = Checkpointer(out / "checkpoints", cfg.keep_checkpoints)
@@ -241,9 +249,11 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
             record = {"step": step, "loss": losses[-1][1], "grad_norm": float(result.grad_norm), "lr": result.lr}
             metrics.log({**record, **throughput.measure(step)})
         if evaluates and cfg.eval_every and step % cfg.eval_every == 0:
-            evaluate(step)
+            with throughput.excluded():  # not charged to the next step's tokens/s and MFU
+                evaluate(step)
         if cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
-            save(step)
+            with throughput.excluded():
+                save(step)
             last_saved = step
         if step >= stop:
             break

@@ -7,6 +7,7 @@ spec figure cores x clock x FLOPs/cycle read from /proc/cpuinfo (a timed matmul 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -14,6 +15,7 @@ import re
 import resource
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -182,7 +184,8 @@ def _fmt(value: Any) -> str:
 
 
 class Throughput:
-    """tokens/s, MFU and peak memory since the previous measurement."""
+    """tokens/s, MFU and peak memory of the training steps since the previous measurement; time spent between
+    steps on other work (an in-training evaluation, a checkpoint) is `excluded`, so it does not read as a dip."""
 
     def __init__(self, model_cfg: ModelConfig, plan: EpochPlan, gpu: str, info: DistInfo, step: int) -> None:
         self.plan, self.info = plan, info
@@ -191,9 +194,18 @@ class Throughput:
         log.info("%.3g FLOPs/token; peak %s = %.3g FLOP/s per device", self.flops_per_token, name, self.peak)
         self.t_last, self.step_last = time.perf_counter(), step
 
+    @contextlib.contextmanager
+    def excluded(self) -> Iterator[None]:
+        """Work inside this block is not training time: the next measurement does not count it."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.t_last += time.perf_counter() - start
+
     def measure(self, step: int) -> dict[str, float]:
         now = time.perf_counter()
-        tok_s = (step - self.step_last) * self.plan.tokens_per_step / (now - self.t_last)
+        tok_s = (step - self.step_last) * self.plan.tokens_per_step / max(now - self.t_last, 1e-9)
         self.t_last, self.step_last = now, step
         return {
             "tokens": step * self.plan.tokens_per_step,

@@ -61,9 +61,10 @@ class TrainConfig:
     val_shards: Path | None = None
     val_holdout_files: int = 0
     val_batches: int = 8
-    checkpoint_every: int = 0
+    checkpoint_every: int = 100
     keep_checkpoints: int = 2
     resume: bool = False
+    overwrite: bool = False  # --out with a previous run: refused unless --resume or --overwrite (trainer.rerun)
     init_from: Path | None = None  # a new phase from trained weights (trainer.init_from)
     init_optimizer: bool = False
     max_steps: int | None = None  # stop early; the schedule spans the epoch unless schedule_span=max_steps
@@ -118,32 +119,81 @@ class TrainConfig:
 
 
 HELP: dict[str, str] = {
+    "shards": "token shards to train on: a mixtures.build output folder (its manifest.json)",
+    "tokenizer": "the tokenizer the shards were encoded with (tokenizer.json, or its folder)",
+    "out": "run folder: metrics.jsonl, run_config.json, checkpoints/, hf/; a folder holding a previous run is "
+    "refused unless --resume or --overwrite",
     "model": "a preset (tiny, 125M, 350M, 1B, 7B) or a YAML/JSON file of ModelConfig fields (trainer/config.py)",
-    "dim": "model width; with --n-layers --n-heads --n-kv-heads --ffn-dim overrides the --model preset's shape",
-    "vocab_multiple": "pad the model vocabulary up to a multiple of this (1: no padding); GPUs prefer 64",
-    "global_batch_tokens": "tokens per optimizer step; derives --grad-accum (and lowers --micro-batch "
-    "to a divisor if needed) from --seq-len and the number of ranks; --micro-batch is the upper bound",
-    "max_steps": "stop after this many optimizer steps (a run is otherwise exactly one epoch of its shards); "
-    "the LR schedule still spans the whole epoch unless --schedule-span max_steps",
-    "schedule_span": "epoch: warmup/decay over the whole epoch; max_steps: over --max-steps (a short run decays fully)",
-    "betas": "AdamW (beta1, beta2)",
+    "dim": "model width; with --n-layers --n-heads --n-kv-heads --ffn-dim overrides the --model preset's shape "
+    "(default: the preset's)",
+    "n_layers": "transformer blocks (default: the preset's)",
+    "n_heads": "attention heads (default: the preset's)",
+    "n_kv_heads": "key/value heads, < --n-heads for grouped-query attention (default: the preset's)",
+    "ffn_dim": "SwiGLU hidden width (default: the preset's)",
+    "qk_norm": "RMSNorm on queries and keys before attention (OLMo 2's stabiliser)",
+    "untied": "separate input embedding and output head (--no-untied: one matrix for both)",
     "document_masking": "attention does not cross <|endoftext|> inside a window and positions restart per "
     "document (an SDPA mask: slower than plain causal attention)",
-    "spike_guard": "skip an update whose loss or grad norm is not finite or > mean + sigma*std of the last "
-    "--spike-window accepted steps (OLMo-core's defaults: 128, 6); a 'spike' record goes to metrics.jsonl",
+    "vocab_multiple": "pad the model vocabulary up to a multiple of this (1: no padding); GPUs prefer 64",
+    "seq_len": "tokens per training window (default: the manifest's)",
+    "global_batch_tokens": "tokens per optimizer step; derives --grad-accum (and lowers --micro-batch "
+    "to a divisor if needed) from --seq-len and the number of ranks; --micro-batch is the upper bound",
+    "micro_batch": "sequences per rank per forward/backward",
+    "grad_accum": "micro-batches accumulated per optimizer step",
+    "lr": "peak learning rate (AdamW)",
+    "weight_decay": "AdamW weight decay, on matrices only (not on norm gains)",
+    "warmup_steps": "linear warmup steps (default, or 0: min(2000, 5%% of the schedule's steps))",
+    "schedule": "LR decay after warmup (trainer/schedule.py)",
+    "min_lr_ratio": "the LR decays to this fraction of --lr",
+    "wsd_decay_fraction": "--schedule wsd: fraction of the steps spent decaying at the end",
+    "grad_clip": "clip the global gradient norm to this (0: no clipping)",
+    "z_loss": "weight of the z-loss on the output logits' log-partition (0: off)",
+    "betas": "AdamW (beta1, beta2)",
+    "seed": "model initialisation and data order",
+    "bf16": "bf16 autocast for the forward/backward (fp32 master weights); --no-bf16 trains in fp32",
+    "ac": "activation checkpointing: none, selective (attention) or full (every block)",
+    "compile": "torch.compile each transformer block",
+    "log_every": "write loss, grad norm, LR, tokens/s and MFU to metrics.jsonl every N steps",
+    "eval_every": "every N steps: the validation loss (with a held-out set) and the --eval-task tasks (0: only "
+    "at the end)",
+    "eval_task": "NAME=PATH, repeatable: bpb, blimp or mc on its file (as python -m evals.run --task), on the "
+    "sharded model every --eval-every steps and at the end; figures into metrics.jsonl",
+    "eval_limit": "at most N items of each --eval-task at each evaluation, spread evenly over the file (default: all)",
+    "eval_batch_size": "sequences per forward in --eval-task evaluation",
+    "val_shards": "validation token shards, a mixtures.build folder (default: --val-holdout-files, or no validation)",
+    "val_holdout_files": "hold out the last N shard files of --shards as the validation set",
+    "val_batches": "micro-batches per rank in each validation loss",
+    "checkpoint_every": "save a sharded checkpoint every N steps (and always at the end); 0: only at the end",
+    "keep_checkpoints": "keep the newest N checkpoints",
+    "resume": "continue the run in --out from its newest checkpoint (same shards and batch)",
+    "overwrite": "remove the previous run's outputs in --out (metrics, config, checkpoints, hf/) and start at step 0",
     "init_from": "start this run (a new phase, e.g. an anneal on another mixture) from the weights of a "
     "trainer checkpoint step_* dir or an exported HF folder; data position and LR schedule start at 0",
     "init_optimizer": "with --init-from a checkpoint: also load its AdamW state",
+    "max_steps": "stop after this many optimizer steps (default: exactly one epoch of the shards); "
+    "the LR schedule still spans the whole epoch unless --schedule-span max_steps",
+    "schedule_span": "epoch: warmup/decay over the whole epoch; max_steps: over --max-steps (a short run decays fully)",
+    "spike_guard": "skip an update whose loss or grad norm is not finite or > mean + sigma*std of the last "
+    "--spike-window accepted steps (OLMo-core's defaults: 128, 6); a 'spike' record goes to metrics.jsonl",
+    "spike_window": "accepted steps the spike guard's mean and std are taken over",
+    "spike_sigma": "a loss or grad norm this many standard deviations above the window's mean is a spike",
+    "spike_rollback_after": "after this many skipped steps in a row reload the last checkpoint "
+    "(keeping the data position); 0: never",
+    "export_hf": "at the end of the epoch write a transformers checkpoint to OUT/hf/",
+    "gpu": "accelerator whose datasheet peak MFU is measured against (h100, h200, a100, cpu, cpu-probe; "
+    "auto: detected)",
+    "device": "cuda or cpu (auto: cuda when available)",
+    "save_data_indices": "record the window ids each rank trained on per step, in OUT/data_indices/",
     "profile_steps": "A:B: torch.profiler Chrome trace of optimizer steps A..B (1-based), one per rank, "
     "with shapes and memory, in OUT/profile/",
     "oom_snapshot": "CUDA: record allocator history; dump OUT/profile/oom_rankR.pickle when a step runs out of memory",
-    "eval_every": "every N steps: the validation loss (with a held-out set) and the --eval-task tasks",
-    "eval_task": "NAME=PATH, repeatable: bpb, blimp or mc on its file (as python -m evals.run --task), on the "
-    "sharded model every --eval-every steps and at the end; figures into metrics.jsonl",
-    "eval_limit": "only the first N items of each --eval-task at each evaluation",
-    "eval_batch_size": "sequences per forward in --eval-task evaluation",
-    "spike_rollback_after": "after this many skipped steps in a row reload the last checkpoint "
-    "(keeping the data position); 0: never",
+    "verify_shards": "check every shard file's sha256 against the manifest before training",
+    "dp_replicate": "HSDP: model replicas (e.g. one per node), all-reduced",
+    "dp_shard": "FSDP shards per replica (-1: the ranks the other degrees leave)",
+    "tp": "tensor + sequence parallel degree (within a node)",
+    "pp": "pipeline stages",
+    "cp": "context parallel degree (ring attention; CUDA only)",
+    "pp_schedule": "pipeline schedule (with --pp > 1)",
 }
 
 
@@ -174,11 +224,11 @@ def _flag_fields() -> list[tuple[str, Any, Any]]:
 
 def _add_flag(parser: argparse.ArgumentParser, name: str, hint: Any, default: Any) -> None:
     flag = "--" + name.replace("_", "-")
-    kw: dict[str, Any] = {"help": HELP.get(name)}
+    kw: dict[str, Any] = {"help": HELP[name]}
     if typing.get_origin(hint) in (typing.Union, types.UnionType):  # X | None: optional, type X
         hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
     if default is MISSING:
-        parser.add_argument(flag, type=hint, required=True, **kw)
+        parser.add_argument(flag, type=hint, required=True, default=argparse.SUPPRESS, **kw)
     elif hint is bool:
         parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, **kw)
     elif typing.get_origin(hint) is typing.Literal:
@@ -192,9 +242,17 @@ def _add_flag(parser: argparse.ArgumentParser, name: str, hint: Any, default: An
         parser.add_argument(flag, type=hint, default=default, **kw)
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The module docstring as written, and every flag's default after its text (a None default is said
+    in the text itself: what the flag falls back to)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 def parse_args(argv: list[str] | None = None, description: str | None = None) -> TrainConfig:
     """CLI flags mirror TrainConfig fields (underscores -> dashes; booleans as --flag / --no-flag)."""
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)
     for name, hint, default in _flag_fields():
         _add_flag(parser, name, hint, default)
     values = vars(parser.parse_args(argv))

@@ -16,11 +16,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tokenizers import Tokenizer
 
 EOT = "<|endoftext|>"
+T = TypeVar("T")
 
 
 class TaskDataError(ValueError):
@@ -134,10 +135,18 @@ class Task(ABC):
         """The reported figures from summed tallies."""
 
 
+def spread(items: Sequence[T], n: int) -> list[T]:
+    """`n` items spread evenly over `items` (the first, then every len/n-th): a subset that keeps the
+    file's variety (BLiMP's 67 paradigms in proportion), unlike its first `n` items."""
+    n = min(n, len(items))
+    return [items[i * len(items) // n] for i in range(n)]
+
+
 def shard_items(n_items: int, rank: int = 0, world_size: int = 1, limit: int | None = None) -> list[int]:
-    """This rank's items among the first `limit`: every world_size-th, so shares differ by at most one."""
-    n = n_items if limit is None else min(limit, n_items)
-    return list(range(rank, n, world_size))
+    """This rank's items among `limit` spread evenly over the task (`spread`: a BLiMP subset covers every
+    paradigm, not the first one): every world_size-th, so shares differ by at most one."""
+    chosen = range(n_items) if limit is None else spread(range(n_items), limit)
+    return list(chosen[rank::world_size])
 
 
 def task_totals(task: Task, encoder: Encoder, score: ScoreFn, items: Iterable[int]) -> dict[str, float]:

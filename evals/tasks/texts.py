@@ -3,17 +3,15 @@ or a folder of those (searched recursively, sorted by path)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
 
 import pyarrow.parquet as pq
 
 from common.bounded_input import MAX_DATA_BYTES, read_bounded
 from common.jsonl import iter_jsonl
 from evals.tasks.base import TaskDataError
+from evals.tasks.base import spread as spread  # where ablate and final take it from
 
-T = TypeVar("T")
 SUFFIXES = (".txt", ".jsonl", ".jsonl.gz", ".parquet")
 
 
@@ -69,10 +67,3 @@ def read_jsonl(path: str | Path) -> list[dict]:
     if not rows:
         raise TaskDataError(f"{file} is empty")
     return rows
-
-
-def spread(items: Sequence[T], n: int) -> list[T]:
-    """`n` items spread evenly over `items` (the first, then every len/n-th): a subset that keeps the
-    file's variety (BLiMP's 67 paradigms in proportion), unlike its first `n` items."""
-    n = min(n, len(items))
-    return [items[i * len(items) // n] for i in range(n)]

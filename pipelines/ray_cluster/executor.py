@@ -48,8 +48,12 @@ class RayTasksFailed(ExecutorError):
 
 
 def connect(address: str | None = None) -> dict[str, Any]:
-    """Attach to the cluster at ``address`` (``auto``, ``HOST:PORT``), or start a local Ray instance.
+    """Join the cluster at ``address``, or start a private Ray instance for this driver; one line says which.
 
+    Which cluster: ``HOST:PORT`` / ``ray://...`` that one; ``auto`` as ``ray.init(address="auto")`` (``RAY_ADDRESS``,
+    else a cluster started with ``ray start`` on this machine); ``local`` a private instance on 127.0.0.1.
+    Without an address: ``RAY_ADDRESS`` when set (Ray's variable for "this job's cluster"), else a private
+    instance; never a cluster that merely runs on the machine (another user's or job's, as ``auto`` would).
     Workers import this project's modules, so the project root goes on their ``PYTHONPATH``
     (on a multi-node cluster the project must sit at the same path on every node: shared storage).
     A Ray auth token, when one is available, turns token mode on first (``pipelines/ray_cluster/auth.py``).
@@ -62,12 +66,14 @@ def connect(address: str | None = None) -> dict[str, Any]:
         enable_for_this_process()
         env_vars = {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
         options = {"ignore_reinit_error": True, "runtime_env": {"env_vars": env_vars}, "log_to_driver": True}
-        try:  # the address given, else RAY_ADDRESS, else a cluster started with `ray start` on this machine
-            ray.init(address=address or "auto", **options)
-        except ConnectionError:
-            if address or os.environ.get("RAY_ADDRESS"):
-                raise
+        target = address or os.environ.get("RAY_ADDRESS") or "local"
+        if target == "local":
             start_local(**options)
+            joined = "started a private Ray instance (127.0.0.1 only, stopped with this run) at"
+        else:
+            ray.init(address=target, **options)
+            joined = "joined the Ray cluster at"
+        print(f"ray: {joined} {ray.get_runtime_context().gcs_address}", flush=True)
     return ray.cluster_resources()
 
 
@@ -222,6 +228,10 @@ def ray_executor(
     if not workers_set:
         workers = max(1, int(resources.get("CPU", 1) // cpus))
     return CheckedRayExecutor(
-        pipeline, tasks, max(1, min(workers, tasks)), logging_dir=logging_dir, cpus_per_task=cpus,
+        pipeline,
+        tasks,
+        max(1, min(workers, tasks)),
+        logging_dir=logging_dir,
+        cpus_per_task=cpus,
         mem_per_cpu_gb=mem / cpus,
     )

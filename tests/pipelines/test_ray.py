@@ -102,34 +102,61 @@ def _stop(head: subprocess.Popen, started: set[int]) -> None:
     head.wait(timeout=30)
 
 
-def test_a_local_instance_started_by_the_driver_listens_on_loopback_only() -> None:
-    """``connect()`` without any cluster to join starts one for the driver: GCS, raylet, agents, the
-    dashboard and autoscaler metrics endpoints all listen on 127.0.0.1, none on another interface."""
+def _driver(code: str, env: dict[str, str]) -> list[str]:
+    """``code`` in a fresh driver process after ``connect`` (pipelines/ray_cluster/executor.py); its stdout lines."""
+    proc = subprocess.run([sys.executable, "-c", "from pipelines.ray_cluster.executor import connect\n" + code],
+                          cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()
+
+
+def test_without_an_address_the_driver_starts_a_private_loopback_instance_beside_a_running_cluster(
+    ray_head: str,
+) -> None:
+    """A cluster runs on this machine (the test's head) and no address is given: ``connect()`` does not join it
+    (as ``--help`` says) but starts an instance of its own, says where in one line, and that instance's GCS,
+    raylet, agents, dashboard and autoscaler metrics endpoints all listen on 127.0.0.1, none elsewhere."""
     temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
     script = (
         "import os, json, subprocess\n"
-        "from pipelines.ray_cluster.executor import start_local\n"
         "from tests.support.processes import descendants\n"
-        f"start_local(_temp_dir={str(temp)!r}, num_cpus=1)\n"
-        "import ray, time; ray.get(ray.remote(lambda: 1).remote())\n"
+        f"connect(None) if {str(temp)!r} else None\n"
+        "import ray; ray.get(ray.remote(lambda: 1).remote())\n"
         "pids = descendants(os.getpid())\n"
         "out = subprocess.run(['ss', '-ltnpH'], capture_output=True, text=True).stdout\n"
         "print(json.dumps([l.split()[3] for l in out.splitlines() if any(f'pid={p},' in l for p in pids)]))\n"
+        "print(len(ray.nodes()))\n"
         "ray.shutdown()\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["PYTHONPATH"] = str(REPO)
+    env["RAY_TMPDIR"] = str(temp)
     try:
-        proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=300)  # fmt: skip
+        said, listening, nodes = _driver(script, env)[-3:]
     finally:
         shutil.rmtree(temp, ignore_errors=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    listening = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert re.fullmatch(r"ray: started a private Ray instance \(127\.0\.0\.1 only, stopped with this run\) at "
+                        r"127\.0\.0\.1:\d+", said), said  # fmt: skip
+    assert not said.endswith(":" + ray_head.rsplit(":", 1)[1]) and nodes == "1"  # its own, not the running cluster
+    print(said)
+    listening = json.loads(listening)
     print(f"{len(listening)} listening sockets: {sorted(listening)}")
     assert len(listening) >= 5  # GCS, raylet (2), agents, metrics
     hosts = {address.rsplit(":", 1)[0] for address in listening}
     assert hosts <= {"127.0.0.1", "[::ffff:127.0.0.1]", "[::1]"}, hosts
+
+
+@pytest.mark.parametrize("how", ["RAY_ADDRESS", "--ray-address"])
+def test_a_named_cluster_is_joined_and_named(ray_head: str, how: str) -> None:
+    env = dict(os.environ)
+    if how == "RAY_ADDRESS":
+        code = "connect(None)"
+    else:
+        env.pop("RAY_ADDRESS")
+        code = f"connect({ray_head!r})"
+    said = _driver(code + "; import ray; ray.shutdown()", env)[-1]
+    port = ray_head.rsplit(":", 1)[1]  # the head's GCS says its own node address (Ray's routable one)
+    assert re.fullmatch(rf"ray: joined the Ray cluster at [0-9.]+:{port}", said), said
 
 
 def _docs(folder: Path, tasks: int | None = None) -> dict[str, list[tuple[str, str]]]:
@@ -187,9 +214,7 @@ def _chain(run_dir: Path, ray_address: str | None) -> str:
         f"run_chain(Path({str(run_dir)!r}), ray={ray}, train=False)"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
-    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     return proc.stdout
 

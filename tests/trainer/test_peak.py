@@ -28,3 +28,24 @@ def test_the_peak_on_this_cpu_is_the_same_every_time() -> None:
     assert "unstable" in name
     with pytest.raises(KeyError, match="cpu-probe"):
         peak_flops("tpu", torch.device("cpu"))
+
+
+def test_time_excluded_between_steps_is_not_charged_to_throughput() -> None:
+    """An in-training evaluation (here: 0.3 s of other work) between two measurements leaves tokens/s and MFU as
+    the steps alone make them, instead of a dip (issue 31: 69.69 tokens/s against ~7,000)."""
+    import time
+
+    from trainer.config import ModelConfig
+    from trainer.data import EpochPlan
+    from trainer.distributed import DistInfo
+    from trainer.metrics import Throughput
+
+    plan = EpochPlan(1000, 8, 1, 1, 64)
+    info = DistInfo(0, 1, 0, torch.device("cpu"), None, False)  # type: ignore[arg-type]
+    meter = Throughput(ModelConfig(64, 2, 2, 2, 128, vocab_size=128), plan, "cpu", info, 0)
+    with meter.excluded():
+        time.sleep(0.3)
+    excluded = meter.measure(1)["tokens_per_s"]
+    time.sleep(0.3)  # the same work, not excluded
+    charged = meter.measure(2)["tokens_per_s"]
+    assert charged < plan.tokens_per_step / 0.3 < excluded
