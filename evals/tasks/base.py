@@ -35,8 +35,21 @@ class Request:
     n_scored: int
 
 
+class Score(float):
+    """A request's summed log-probability that also says whether every scored token was the model's argmax
+    (lm-eval's ``is_greedy``): what an exact-match task (LAMBADA-style) needs beside the likelihood."""
+
+    greedy: bool
+
+    def __new__(cls, value: float, greedy: bool) -> Score:
+        obj = super().__new__(cls, value)
+        obj.greedy = greedy
+        return obj
+
+
 ScoreFn = Callable[[Sequence[Request]], list[float]]
-"""Requests -> their summed log-probabilities (natural log), in the order given."""
+"""Requests -> their summed log-probabilities (natural log), in the order given; the model scorers return
+`Score`s (floats that also carry `greedy`)."""
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,15 @@
 Each choice is scored as the continuation " " + choice of the context (lm-eval's default target
 delimiter; an empty context means the prefix token). `acc`: the highest summed log-probability is
 the gold choice; `acc_norm`: the same after dividing each log-probability by the choice's length in
-characters (lm-eval's definition). Ties go to the first choice, as `numpy.argmax` does.
+characters (lm-eval's definition). Ties go to the first choice, as `numpy.argmax` does. Continuous
+metrics (DataDecide; OLMo's `gold_bpb`): `gold_prob`, the gold choice's probability normalised over the
+choices (softmax of the summed log-probabilities), and `gold_bpb`, the gold continuation's bits per
+UTF-8 byte (" " + choice).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -64,16 +68,32 @@ class MultipleChoice(Task):
 
     def tally(self, item: int, scores: Sequence[float]) -> Mapping[str, float]:
         q = self.questions[item]
+        gold = q["gold"]
         normed = [s / len(c) for s, c in zip(scores, q["choices"], strict=True)]
         return {
-            "acc": float(first_argmax(scores) == q["gold"]),
-            "acc_norm": float(first_argmax(normed) == q["gold"]),
+            "acc": float(first_argmax(scores) == gold),
+            "acc_norm": float(first_argmax(normed) == gold),
             "n": 1.0,
+            "gold_prob": gold_probability(scores, gold),
+            "gold_nats": -scores[gold],
+            "gold_bytes": float(len((DELIMITER + q["choices"][gold]).encode("utf-8"))),
         }
 
     def keys(self) -> list[str]:
-        return ["acc", "acc_norm", "n"]
+        return ["acc", "acc_norm", "n", "gold_prob", "gold_nats", "gold_bytes"]
 
     def metrics(self, totals: Mapping[str, float]) -> dict[str, Any]:
         n = totals.get("n", 0.0)
-        return {"acc": ratio(totals.get("acc", 0.0), n), "acc_norm": ratio(totals.get("acc_norm", 0.0), n), "n": int(n)}
+        return {
+            "acc": ratio(totals.get("acc", 0.0), n),
+            "acc_norm": ratio(totals.get("acc_norm", 0.0), n),
+            "n": int(n),
+            "gold_prob": ratio(totals.get("gold_prob", 0.0), n),
+            "gold_bpb": ratio(totals.get("gold_nats", 0.0), math.log(2) * totals.get("gold_bytes", 0.0)),
+        }
+
+
+def gold_probability(scores: Sequence[float], gold: int) -> float:
+    """The gold choice's share of the choices' probability mass (a stable softmax of summed log-probs)."""
+    top = max(scores)
+    return math.exp(scores[gold] - top) / math.fsum(math.exp(s - top) for s in scores)
