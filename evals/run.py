@@ -25,6 +25,7 @@ from tqdm import tqdm
 from evals.models import LoadedModel, ModelLoadError, load_model
 from evals.tasks import Task, TaskDataError, evaluate, load_tasks, parse_task_specs
 from evals.tasks.blimp import Blimp, comparison_table, read_reference
+from evals.tasks.core import SUITES, suite_table
 
 
 def run_task(task: Task, model: LoadedModel, batch_size: int, limit: int | None, progress: bool) -> dict[str, Any]:
@@ -47,6 +48,8 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 def summary_line(name: str, result: dict[str, Any]) -> str:
+    if name in SUITES:
+        return suite_table(name, result)
     if name == "blimp":
         return f"blimp: accuracy {100 * result['accuracy']:.2f} % on {result['n']} pairs"
     if name == "bpb":
@@ -60,6 +63,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("model", type=Path, help="HF folder, trainer output folder or checkpoint step_* folder")
     parser.add_argument("--task", action="append", default=[], metavar="NAME=PATH", help="repeatable")
+    parser.add_argument(
+        "--suite",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="core (DCLM's CORE) or fineweb (FineWeb's early-signal tasks) over a folder of llm-foundry ICL files "
+        "with its tasks.json; repeatable. HellaSwag, SQuAD, CoQA and MMLU are not available offline",
+    )
     parser.add_argument("--limit", type=int, help="only the first N items of each task")
     parser.add_argument("--batch-size", type=int, default=32, help="sequences per forward (default 32)")
     parser.add_argument("--out", type=Path, help="where to write the JSON (default: print only)")
@@ -76,8 +87,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        for spec in args.suite:
+            if spec.partition("=")[0] not in SUITES:
+                raise TaskDataError(f"unknown suite {spec.partition('=')[0]!r}; choose from {', '.join(SUITES)}")
+        args.task += args.suite
         if not args.task:
-            raise TaskDataError("no --task given")
+            raise TaskDataError("no --task or --suite given")
         if args.limit is not None and args.limit < 1:
             raise TaskDataError("--limit must be >= 1")
         if args.batch_size < 1:

@@ -21,6 +21,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 EOT = "<|endoftext|>"
+EVAL_CHUNK = 4096  # items whose requests are built and scored together by `evaluate`
 
 
 class TaskDataError(ValueError):
@@ -177,11 +178,16 @@ def totals_from_vector(task: Task, vector: Sequence[float]) -> dict[str, float]:
 
 
 def evaluate(task: Task, encoder: Encoder, score: ScoreFn, limit: int | None = None) -> dict[str, Any]:
-    """Single-process evaluation of the first `limit` items (all by default)."""
+    """Single-process evaluation of the first `limit` items (all by default), `EVAL_CHUNK` items at a time so
+    the requests of a large suite (CORE: ~150,000 few-shot prompts) are never all in memory at once."""
     items = shard_items(len(task), limit=limit)
     if not items:
         raise TaskDataError(f"task {task.name} has no items")
-    return task.metrics(task_totals(task, encoder, score, items))
+    totals: dict[str, float] = defaultdict(float)
+    for start in range(0, len(items), EVAL_CHUNK):
+        for key, value in task_totals(task, encoder, score, items[start : start + EVAL_CHUNK]).items():
+            totals[key] += value
+    return task.metrics(totals)
 
 
 def ratio(num: float, den: float) -> float:

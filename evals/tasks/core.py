@@ -161,3 +161,21 @@ class Suite(Task):
             "missing": list(self.missing),
             "tasks": per_task,
         }
+
+
+def suite_table(name: str, result: Mapping[str, Any]) -> str:
+    """The per-task table of a suite run and its score (both baselines), with the entries it lacks."""
+    lines = [f"{'task':<34} {'n':>6} {'acc':>7} {'centred':>8} {'cent_v2':>8} {'gold_p':>7} {'gold_bpb':>8}"]
+    for task, r in result["tasks"].items():
+        prob = f"{r['gold_prob']:7.4f}" if "gold_prob" in r else f"{'-':>7}"
+        lines.append(
+            f"{task:<34} {r['n']:>6} {r['acc']:7.4f} {r['centered']:8.4f} {r['centered_v2']:8.4f} {prob} "
+            f"{r['gold_bpb']:8.4f}"
+        )
+    lines.append(
+        f"{name.upper()} {result[name]:.4f} (v1 baselines), {result[name + '_v2']:.4f} (v2) over "
+        f"{result['n_tasks']} tasks, {result['n']} items"
+    )
+    if result["missing"]:
+        lines.append(f"missing (not available offline, not in the mean): {', '.join(result['missing'])}")
+    return "\n".join(lines)

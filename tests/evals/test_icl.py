@@ -11,6 +11,7 @@ import random
 import pytest
 
 from evals.models import load_model
+from evals.run import main
 from evals.tasks import TaskDataError, evaluate, load_task, load_tasks
 from evals.tasks.base import shard_items, task_totals, totals_from_vector, totals_vector
 from evals.tasks.icl import InContextTask, render_prompts
@@ -154,3 +155,53 @@ def test_bad_suite_specs_are_refused(tmp_path) -> None:
     (tmp_path / "tasks.json").write_text(json.dumps({"tasks": [{"name": "copa"}]}))
     with pytest.raises(TaskDataError, match="lacks one of"):
         load_tasks([f"core={tmp_path}"])
+
+
+def copy_task(folder, entry: dict, rows: list[dict]) -> None:
+    """A one-task tasks.json folder (for the CLI's bad-input cases)."""
+    folder.mkdir(exist_ok=True)
+    (folder / entry["file"]).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (folder / "tasks.json").write_text(json.dumps({"tasks": [entry], "missing": []}), encoding="utf-8")
+
+
+def test_cli_suite_table_and_json(tiny_model, tmp_path, capsys) -> None:
+    folder = shared_or_skip("core_tasks")
+    out = tmp_path / "eval.json"
+    args = [str(tiny_model.hf_dir), f"--suite=core={folder}", "--limit", "36", "--no-progress", "--out", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "CORE " in printed and "missing (not available offline, not in the mean): hellaswag_zeroshot" in printed
+    core = json.loads(out.read_text())["tasks"]["core"]
+    assert core["n"] == 36 and core["n_tasks"] == 18 and set(core["tasks"]["arc_easy"]) >= {"gold_prob", "gold_bpb"}
+
+
+COPA = {
+    "name": "copa",
+    "suite": "core",
+    "file": "copa.jsonl",
+    "icl_task_type": "multiple_choice",
+    "num_fewshot": 0,
+    "continuation_delimiter": " ",
+    "random_baseline": 50.0,
+}
+
+
+@pytest.mark.parametrize(
+    ("entry", "rows", "message"),
+    [
+        (COPA, [{"context": "a", "continuation": "b"}], "copa.jsonl:1: not a multiple_choice row"),
+        ({**COPA, "num_fewshot": 3}, MC[:3], "copa: 3-shot needs 3 example rows besides the item"),
+        ({**COPA, "icl_task_type": "generation"}, MC[:3], "unknown icl_task_type 'generation'"),
+    ],
+)
+def test_cli_bad_suite_input_is_one_line(tiny_model, tmp_path, capsys, entry, rows, message) -> None:
+    copy_task(tmp_path / "suite", entry, rows)
+    assert main([str(tiny_model.hf_dir), f"--suite=core={tmp_path / 'suite'}", "--out", str(tmp_path / "o.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_cli_unknown_suite_is_one_line(tmp_path, capsys) -> None:
+    assert main([str(tmp_path), "--suite=mmlu=/nowhere"]) == 2
+    assert capsys.readouterr().err == "error: unknown suite 'mmlu'; choose from core, fineweb\n"
