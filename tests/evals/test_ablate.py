@@ -74,7 +74,8 @@ def test_ablation_of_two_datasets_writes_results_and_resumes(tmp_path) -> None:
 
 
 def test_final_table_and_plots_show_the_seed_spread(tmp_path) -> None:
-    from evals.ablate import final_table, plot, write_index
+    from evals.ablate import decision_html, final_table, plot, write_index
+    from evals.decide import decisions
 
     rows = [
         {"dataset": d, "seed": s, "step": step, "tokens": step * 100, "metrics": {"bpb": base + s * 0.1 - step * 0.01}}
@@ -86,8 +87,9 @@ def test_final_table_and_plots_show_the_seed_spread(tmp_path) -> None:
     assert table["a"]["bpb"] == pytest.approx((2.0 + 0.05 - 0.02, 0.05, 2))
     assert table["b"]["bpb"][2] == 2
     plots = plot(rows, tmp_path / "plots")
-    page = write_index(table, plots, tmp_path).read_text()
+    page = write_index(table, plots, tmp_path, decision_html(decisions(rows))).read_text()
     assert [p.name for p in plots] == ["bpb.png"] and "2.0300 &plusmn; 0.0500 (n=2)" in page
+    assert "<h3>bpb: decided</h3>" in page and "a better of a / b: seeds 100 %, checkpoints 100 %" in page
 
 
 def test_bad_specs_are_refused(tmp_path) -> None:
