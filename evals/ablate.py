@@ -55,7 +55,8 @@ import yaml
 from common.atomic import atomic_write_text
 from evals.decide import decisions
 from evals.run import write_json_atomic
-from evals.tasks import headline
+from evals.tasks import SUITES, headline
+from evals.tasks.core import read_manifest
 from evals.tasks.texts import read_jsonl, spread
 
 REPO = Path(__file__).resolve().parents[1]
@@ -249,6 +250,9 @@ def task_files(spec: AblationSpec, out: Path) -> dict[str, str]:
         if not n:
             files[name] = path
             continue
+        if name in SUITES:
+            files[name] = str(suite_subset(Path(path), n, out / "tasks" / name))
+            continue
         if not path.endswith((".jsonl", ".jsonl.gz")):
             raise SpecError(f"limit: task {name} must be a .jsonl(.gz) file to take a spread subset, got {path}")
         dest = out / "tasks" / f"{name}.jsonl"
@@ -257,6 +261,24 @@ def task_files(spec: AblationSpec, out: Path) -> dict[str, str]:
             atomic_write_text(dest, "".join(json.dumps(r) + "\n" for r in rows))
         files[name] = str(dest)
     return files
+
+
+def suite_subset(folder: Path, n: int, dest: Path) -> Path:
+    """A suite folder (tasks.json + ICL files) with `n` rows spread over each task file, written once; the
+    few-shot examples are then drawn from those rows."""
+    if not (dest / "tasks.json").is_file():
+        manifest = read_manifest(folder)
+        for entry in manifest["tasks"]:
+            if (folder / entry["file"]).is_file():
+                rows = spread(read_jsonl(folder / entry["file"]), n)
+                entry["file"] = Path(entry["file"]).name.removesuffix(".gz")
+                atomic_write_text(dest / entry["file"], "".join(json.dumps(r) + "\n" for r in rows))
+                if entry["num_fewshot"] >= len(rows):
+                    raise SpecError(
+                        f"limit: {n} rows of {entry['name']} leave too few for {entry['num_fewshot']} shots"
+                    )
+        atomic_write_text(dest / "tasks.json", json.dumps(manifest, indent=1))
+    return dest
 
 
 def train_run(spec: AblationSpec, d: Dataset, seed: int, mix: Path, tok: Path, out: Path) -> Path:

@@ -14,8 +14,11 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from evals.tasks.icl import InContextTask
 
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
@@ -31,6 +34,18 @@ def task_config(kind: str, data_file: Path, label: str = "") -> dict[str, Any]:
         "test_split": "train",
         "num_fewshot": 0,
     }
+    if kind.startswith("icl_"):  # CORE prompts rendered by `icl_rows`: the delimiter is already in the context
+        plain = task_config(kind.removeprefix("icl_"), data_file, label or kind)
+        if kind == "icl_greedy":  # loglikelihood's acc: every continuation token is the argmax
+            plain = {
+                **base,
+                "task": plain["task"],
+                "output_type": "loglikelihood",
+                "doc_to_text": "context",
+                "doc_to_target": "continuation",
+                "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
+            }
+        return {**plain, "target_delimiter": ""}
     if kind == "blimp":  # lm_eval/tasks/blimp/_template_yaml
         return {
             **base,
@@ -75,6 +90,23 @@ def lm_eval_rows(task: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if task == "copa":
         return [{"context": r["query"], "choices": r["choices"], "gold": r["gold"]} for r in rows]
     raise ValueError(f"no lm-eval conversion for {task!r}")
+
+
+def icl_rows(task: InContextTask, items: Sequence[int]) -> tuple[str, list[dict[str, Any]]]:
+    """The CORE prompts of `items` (their few-shot block and delimiter included) as rows of an lm-eval task
+    kind (`icl_mc`, `icl_mc_partial`, `icl_greedy`): the same text and sequences for both sides of a bench."""
+    rows = []
+    for i in items:
+        row, shots, delim = task.rows[i], task.shots(i), task.delimiter
+        if task.kind == "multiple_choice":
+            rows.append({"context": shots + row["query"] + delim, "choices": row["choices"], "gold": row["gold"]})
+        elif task.kind == "schema":
+            contexts = [shots + option + delim for option in row["context_options"]]
+            rows.append({"contexts": contexts, "continuation": row["continuation"], "gold": row["gold"]})
+        else:
+            rows.append({"context": shots + row["context"].strip() + delim, "continuation": row["continuation"]})
+    kind = {"multiple_choice": "icl_mc", "schema": "icl_mc_partial"}.get(task.kind, "icl_greedy")
+    return kind, rows
 
 
 def hf_model(model_dir: Path, batch_size: int, device: str = "cpu") -> Any:

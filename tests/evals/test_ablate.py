@@ -118,3 +118,17 @@ def test_limit_takes_a_spread_subset_of_each_task_file(tmp_path) -> None:
     picked = [json.loads(line) for line in open(files["blimp"])]
     assert [r["i"] for r in picked] == list(range(0, 1000, 50))
     assert {r["UID"] for r in picked} == {f"p{k}" for k in range(10)}
+
+
+def test_the_ladder_specs_load_and_a_suite_limit_cuts_every_task(tmp_path) -> None:
+    from evals.ablate import suite_subset
+    from evals.tasks import load_task
+    from trainer.model_spec import base_model
+
+    for name in ("ladder", "ladder_cpu"):
+        spec = load_spec(REPO / "examples" / "ablation" / f"{name}.yaml")
+        assert set(spec.tasks) == {"core", "bpb"} and spec.decision_window == 3
+    assert base_model(str(REPO / "examples" / "ablation" / "ladder_14m.yaml")).dim == 512
+    folder = shared_or_skip("core_tasks")
+    suite = load_task("core", suite_subset(folder, 12, tmp_path / "core"))
+    assert [len(t) for t in suite.tasks] == [12] * 18 and len(suite.missing) == 4
