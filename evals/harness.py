@@ -35,17 +35,16 @@ def task_config(kind: str, data_file: Path, label: str = "") -> dict[str, Any]:
         "num_fewshot": 0,
     }
     if kind.startswith("icl_"):  # CORE prompts rendered by `icl_rows`: the delimiter is already in the context
-        plain = task_config(kind.removeprefix("icl_"), data_file, label or kind)
-        if kind == "icl_greedy":  # loglikelihood's acc: every continuation token is the argmax
-            plain = {
-                **base,
-                "task": plain["task"],
-                "output_type": "loglikelihood",
-                "doc_to_text": "context",
-                "doc_to_target": "continuation",
-                "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
-            }
-        return {**plain, "target_delimiter": ""}
+        if kind != "icl_greedy":
+            return {**task_config(kind.removeprefix("icl_"), data_file, label or kind), "target_delimiter": ""}
+        return {  # loglikelihood's acc: every continuation token is the argmax
+            **base,
+            "output_type": "loglikelihood",
+            "doc_to_text": "context",
+            "doc_to_target": "continuation",
+            "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
+            "target_delimiter": "",
+        }
     if kind == "blimp":  # lm_eval/tasks/blimp/_template_yaml
         return {
             **base,
