@@ -48,7 +48,8 @@ def test_ablation_of_two_datasets_writes_results_and_resumes(tmp_path) -> None:
         "seeds": [0],
         "eval_points": 2,
         "train": {"micro_batch": 8, "lr": 0.01, "nproc": 1, "extra": ["--no-bf16"]},
-        "tasks": {"bpb": "held_out.jsonl", "blimp": "blimp.jsonl"},
+        "tasks": {"bpb": "held_out.jsonl", "blimp": "blimp.jsonl", "core": str(shared_or_skip("core_tasks"))},
+        "limit": {"core": 12},  # 12 rows of each CORE task
     }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     out = tmp_path / "ablation"
@@ -59,7 +60,8 @@ def test_ablation_of_two_datasets_writes_results_and_resumes(tmp_path) -> None:
     assert {(r["dataset"], r["seed"]) for r in runs} == {("wiki", 0), ("plays", 0)}
     assert len(runs) == 4  # 2 datasets x 1 seed x 2 evaluation points
     for r in runs:
-        assert set(r["metrics"]) == {"bpb", "blimp"} and r["tokens"] > 0
+        assert set(r["metrics"]) == {"bpb", "blimp", "core", "core_v2", "core_gold_prob", "core_gold_bpb"}
+        assert r["tokens"] > 0
     final = {d: max(r["tokens"] for r in runs if r["dataset"] == d) for d in ("wiki", "plays")}
     assert abs(final["wiki"] - final["plays"]) <= 0.03 * final["wiki"]  # the same budget, to within documents
     wiki_bpb = [r["metrics"]["bpb"] for r in runs if r["dataset"] == "wiki" and r["tokens"] == final["wiki"]]
@@ -67,6 +69,9 @@ def test_ablation_of_two_datasets_writes_results_and_resumes(tmp_path) -> None:
     print(f"held-out Wikipedia bpb: trained on wiki {wiki_bpb}, on plays {plays_bpb}")
     assert max(wiki_bpb) < min(plays_bpb)  # in-domain data wins on in-domain held-out text
     assert (out / "plots" / "bpb.png").is_file() and "wiki" in (out / "index.html").read_text()
+    bpb = report["decision"]["bpb"]
+    assert bpb["ranking"] == ["wiki", "plays"] and bpb["pairs"][0]["better"] == "wiki"
+    assert "<h3>bpb: " in (out / "index.html").read_text() and "[ablate] bpb: SNR" in proc.stdout
 
     again = ablate_cli(tmp_path / "spec.yaml", out)  # everything done: nothing retrained or re-evaluated
     assert again.returncode == 0 and "[ablate] train" not in again.stdout and "[ablate] mixture" not in again.stdout
