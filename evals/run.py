@@ -71,6 +71,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="core (DCLM's CORE) or fineweb (FineWeb's early-signal tasks) over a folder of llm-foundry ICL files "
         "with its tasks.json; repeatable. HellaSwag, SQuAD, CoQA and MMLU are not available offline",
     )
+    parser.add_argument(
+        "--fewshot-from", type=Path, metavar="DIR", help="a suite's few-shot examples from the same files in DIR"
+    )
     parser.add_argument("--limit", type=int, help="only the first N items of each task")
     parser.add_argument("--batch-size", type=int, default=32, help="sequences per forward (default 32)")
     parser.add_argument("--out", type=Path, help="where to write the JSON (default: print only)")
@@ -98,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.batch_size < 1:
             raise TaskDataError("--batch-size must be >= 1")
         tasks = load_tasks(args.task, "--task")  # bad data fails before the model loads
+        if args.fewshot_from:
+            for name in set(tasks) & set(SUITES):
+                tasks[name].draw_shots_from(args.fewshot_from)  # type: ignore[attr-defined]
         if args.bpb_stride is not None and "bpb" in tasks:
             tasks["bpb"].stride = args.bpb_stride  # type: ignore[attr-defined]
         model = load_model(args.model, backend=args.backend, device=args.device)

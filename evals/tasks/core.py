@@ -24,6 +24,7 @@ from typing import Any
 
 from evals.tasks.base import Encoder, Request, Task, TaskDataError
 from evals.tasks.icl import InContextTask
+from evals.tasks.texts import read_jsonl
 
 ORDER_SEED = 1337  # nanochat shuffles each task's rows with random.Random(1337)
 # FineWeb's early-signal tasks (its blog), by DCLM label; hellaswag and mmlu are not available offline
@@ -71,9 +72,11 @@ class Suite(Task):
         tasks: Sequence[InContextTask],
         baselines: Mapping[str, tuple[float, float]],
         missing: Sequence[str],
+        files: Mapping[str, str] | None = None,
     ) -> None:
         if not tasks:
             raise TaskDataError(f"suite {name}: none of its tasks is in the folder")
+        self.files = dict(files or {})  # task name -> its file name in the folder (for --fewshot-from)
         self.name, self.tasks, self.baselines, self.missing = name, list(tasks), dict(baselines), list(missing)
         orders = []
         for t, task in enumerate(self.tasks):
@@ -91,7 +94,7 @@ class Suite(Task):
         if not folder.is_dir():
             raise TaskDataError(f"{folder}: not a folder of ICL task files")
         manifest = read_manifest(folder)
-        tasks, baselines, missing = [], {}, []
+        tasks, baselines, missing, files = [], {}, [], {}
         for entry in manifest.get("missing", []):
             if isinstance(entry, dict) and in_suite(suite, entry):
                 missing.append(entry["name"])
@@ -111,9 +114,16 @@ class Suite(Task):
                     entry["continuation_delimiter"],
                 )
             )
+            files[entry["name"]] = entry["file"]
             v1 = float(entry["random_baseline"]) / 100
             baselines[entry["name"]] = (v1, float(entry.get("random_baseline_v2", entry["random_baseline"])) / 100)
-        return cls(suite, tasks, baselines, missing)
+        return cls(suite, tasks, baselines, missing, files)
+
+    def draw_shots_from(self, folder: str | Path) -> None:
+        """Every task's few-shot examples from its same-named file in `folder` (`--fewshot-from`)."""
+        for task in self.tasks:
+            path = Path(folder) / self.files[task.name]
+            task.draw_shots_from(read_jsonl(path), str(path))
 
     def __len__(self) -> int:
         return len(self.index)

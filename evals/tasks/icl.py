@@ -132,18 +132,29 @@ class InContextTask(Task):
             raise TaskDataError(f"{name}: no rows")
         for n, row in enumerate(rows, 1):
             check_row(kind, row, f"{source or name}:{n}")
-        pool = len(fewshot_rows) if fewshot_rows is not None else len(rows) - 1
-        if num_fewshot < 0 or num_fewshot > pool:
-            raise TaskDataError(
-                f"{name}: {num_fewshot}-shot needs {num_fewshot} example rows besides the item; "
-                f"{source or name} offers {pool}"
-            )
-        for n, row in enumerate(fewshot_rows or [], 1):
-            check_row(kind, row, f"{name} few-shot row {n}")
         self.name, self.kind, self.rows = name, kind, list(rows)
         self.num_fewshot, self.delimiter = num_fewshot, delimiter
-        self.fewshot_rows = list(fewshot_rows) if fewshot_rows is not None else None
+        self.fewshot_rows: list[Mapping[str, Any]] | None = None
+        if fewshot_rows is not None:
+            self.draw_shots_from(fewshot_rows, source)
+        elif num_fewshot < 0 or num_fewshot > len(rows) - 1:
+            raise TaskDataError(
+                f"{name}: {num_fewshot}-shot needs {num_fewshot} example rows besides the item; "
+                f"{source or name} offers {len(rows) - 1}"
+            )
         self._scored: dict[int, tuple[list[int], int]] = {}  # item -> (scored tokens per request, gold bytes)
+
+    def draw_shots_from(self, rows: Sequence[Mapping[str, Any]], source: str = "") -> None:
+        """Draw the shots from `rows` (all of them) instead of the task's other rows: PROVENANCE.md's rule
+        for a held-out part, whose shots come from the shared part."""
+        for n, row in enumerate(rows, 1):
+            check_row(self.kind, row, f"{source or self.name} (few-shot) row {n}")
+        if self.num_fewshot < 0 or self.num_fewshot > len(rows):
+            raise TaskDataError(
+                f"{self.name}: {self.num_fewshot}-shot needs {self.num_fewshot} example rows; "
+                f"{source or 'the few-shot pool'} offers {len(rows)}"
+            )
+        self.fewshot_rows = list(rows)
 
     @classmethod
     def from_path(

@@ -205,3 +205,17 @@ def test_cli_bad_suite_input_is_one_line(tiny_model, tmp_path, capsys, entry, ro
 def test_cli_unknown_suite_is_one_line(tmp_path, capsys) -> None:
     assert main([str(tmp_path), "--suite=mmlu=/nowhere"]) == 2
     assert capsys.readouterr().err == "error: unknown suite 'mmlu'; choose from core, fineweb\n"
+
+
+def test_fewshot_from_another_file(tmp_path) -> None:
+    pool = [{"query": f"P{i}?", "choices": ["x", "y"], "gold": 1} for i in range(5)]
+    task = InContextTask("t", "multiple_choice", MC[:2], num_fewshot=3, fewshot_rows=pool)  # 2 rows, 3 shots
+    expected = random.Random(1234 + 1).sample(pool, 3)
+    assert task.shots(1) == "".join(f"{r['query']} y\n\n" for r in expected)
+    with pytest.raises(TaskDataError, match="4-shot needs 4 example rows; the few-shot pool offers 2"):
+        InContextTask("t", "multiple_choice", MC[:9], num_fewshot=4, fewshot_rows=pool[:2])
+    folder = shared_or_skip("core_tasks")
+    suite = load_task("core", folder)
+    suite.draw_shots_from(folder)  # the same files: every row is a candidate shot, the item included
+    arc = next(t for t in suite.tasks if t.name == "arc_easy")
+    assert arc.fewshot_rows == arc.rows
