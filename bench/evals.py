@@ -10,7 +10,17 @@ timing; each timing runs from the JSONL file to the accuracy (reading, tokenizin
 forwards). The two run one after the other in each repeat, in alternating order, in this process
 with the same torch threads and batch size. Medians of pairs per second and their ratio are
 printed (wall time, and per CPU second of this process, steadier on a shared machine); the last
-line says whether both sides counted the same right pairs.
+line gives the right pairs of each side (they must be equal for BLiMP).
+
+    python -m bench.evals --core ../shared/data/core_tasks --per-task 20   # a CORE pass instead of BLiMP
+
+With `--core`, ours is the CORE suite (`evals.tasks.core.Suite`, its first `per-task x tasks` items: about
+`per-task` rows of each of its tasks, few-shot prompts included) and lm-eval gets the same rows with the
+same prompt text (`evals.harness.icl_rows`: one local json task per CORE task, choices / context options
+scored by loglikelihood, language-modelling rows by loglikelihood's greedy `acc`). The throughput is in
+rows per second. The right answers are printed, not compared: CORE picks the choice by mean
+log-probability per token, lm-eval's `acc` by the sum (the equality of our counts to lm-eval's on its
+own rule is tests/evals/test_lm_eval_oracle.py's job).
 """
 
 from __future__ import annotations
@@ -21,13 +31,15 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from evals.harness import hf_model, run_lm_eval
+from evals.harness import hf_model, icl_rows, run_lm_eval
 from evals.models import load_model
-from evals.tasks import Blimp, evaluate
+from evals.tasks import Blimp, Suite, evaluate
 from tests.support.shared_data import shared_data_dir
 
 
@@ -61,6 +73,45 @@ def blimp_subset(n: int, out: Path) -> Path:
     return out
 
 
+Side = Callable[[], float]
+
+
+def blimp_sides(args: argparse.Namespace, work: Path, ours_model: Any, lm: Any) -> tuple[int, Side, Side]:
+    """The BLiMP pairs and each side's pass over them (-> accuracy)."""
+    pairs = blimp_subset(args.pairs, work / "blimp.jsonl")
+
+    def ours() -> float:
+        task = Blimp.from_path(pairs)
+        return evaluate(task, ours_model.encoder, ours_model.scorer(args.batch_size))["accuracy"]
+
+    def theirs() -> float:
+        return run_lm_eval(lm, {"blimp": pairs})["blimp"]["metrics"]["acc"]
+
+    return sum(1 for _ in pairs.open()), ours, theirs
+
+
+def core_sides(args: argparse.Namespace, work: Path, ours_model: Any, lm: Any) -> tuple[int, Side, Side]:
+    """The first per-task x tasks items of the CORE suite and each side's pass (-> share of rows right)."""
+    suite = Suite.from_folder("core", args.core)
+    n = min(len(suite), args.per_task * len(suite.tasks))
+    files: dict[str, Path] = {}
+    for t, task in enumerate(suite.tasks):
+        kind, rows = icl_rows(task, [row for tt, row in suite.index[:n] if tt == t])
+        path = work / f"{task.name}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        files[f"{kind}:{task.name}"] = path
+
+    def ours() -> float:
+        result = evaluate(suite, ours_model.encoder, ours_model.scorer(args.batch_size), limit=n)
+        return sum(r["acc"] * r["n"] for r in result["tasks"].values()) / n
+
+    def theirs() -> float:
+        report = run_lm_eval(lm, files)
+        return sum(r["metrics"]["acc"] * len(r["lls"]) for r in report.values()) / n
+
+    return n, ours, theirs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, help="an exported HF folder (default: a random --preset model)")
@@ -75,26 +126,25 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--core", type=Path, help="a core_tasks folder: bench a CORE pass instead of BLiMP")
+    parser.add_argument("--per-task", type=int, default=20, help="with --core: rows of each CORE task")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-evals-"))
     os.environ.setdefault("HF_HOME", str(work / "hf_home"))
     model_dir = args.model or random_export(args.preset, args.tokenizer, work / "model")
-    pairs = blimp_subset(args.pairs, work / "blimp.jsonl")
     ours_model = load_model(model_dir, backend="ours", device=args.device)
     lm = hf_model(model_dir, args.batch_size, args.device)
-    n = sum(1 for _ in pairs.open())
+    if args.core:
+        n, ours, theirs = core_sides(args, work, ours_model, lm)
+        unit = "rows"
+    else:
+        n, ours, theirs = blimp_sides(args, work, ours_model, lm)
+        unit = "pairs"
     print(
-        f"model {model_dir} ({ours_model.backend}), {n} pairs, batch {args.batch_size}, "
+        f"model {model_dir} ({ours_model.backend}), {n} {unit}, batch {args.batch_size}, "
         f"torch threads {torch.get_num_threads()}, device {args.device}"
     )
-
-    def ours() -> float:
-        task = Blimp.from_path(pairs)
-        return evaluate(task, ours_model.encoder, ours_model.scorer(args.batch_size))["accuracy"]
-
-    def theirs() -> float:
-        return run_lm_eval(lm, {"blimp": pairs})["blimp"]["metrics"]["acc"]
 
     rates: dict[str, list[float]] = {"ours": [], "lm-eval hf": []}
     cpu_rates: dict[str, list[float]] = {"ours": [], "lm-eval hf": []}
@@ -108,18 +158,18 @@ def main() -> None:
             rates[name].append(n / seconds)
             cpu_rates[name].append(n / cpu)
             print(
-                f"repeat {repeat + 1} {name:>10}: {n / seconds:9.1f} pairs/s ({seconds:.2f} s wall, {cpu:.2f} s CPU), "
+                f"repeat {repeat + 1} {name:>10}: {n / seconds:9.1f} {unit}/s ({seconds:.2f} s wall, {cpu:.2f} s CPU), "
                 f"accuracy {accuracy[name]:.4f}"
             )
     med = {k: statistics.median(v) for k, v in rates.items()}
     cpu_med = {k: statistics.median(v) for k, v in cpu_rates.items()}
     print(
-        f"median pairs/s: ours {med['ours']:.1f}, lm-eval hf {med['lm-eval hf']:.1f}, "
-        f"ratio {med['ours'] / med['lm-eval hf']:.2f}x; same right pairs: "
-        f"{round(accuracy['ours'] * n) == round(accuracy['lm-eval hf'] * n)}"
+        f"median {unit}/s: ours {med['ours']:.1f}, lm-eval hf {med['lm-eval hf']:.1f}, "
+        f"ratio {med['ours'] / med['lm-eval hf']:.2f}x; right {unit}: ours {round(accuracy['ours'] * n)}, "
+        f"lm-eval {round(accuracy['lm-eval hf'] * n)}"
     )
     print(
-        f"median pairs per CPU second: ours {cpu_med['ours']:.1f}, lm-eval hf {cpu_med['lm-eval hf']:.1f}, "
+        f"median {unit} per CPU second: ours {cpu_med['ours']:.1f}, lm-eval hf {cpu_med['lm-eval hf']:.1f}, "
         f"ratio {cpu_med['ours'] / cpu_med['lm-eval hf']:.2f}x"
     )
 

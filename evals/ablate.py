@@ -20,6 +20,8 @@ SPEC (YAML; relative paths resolve against the spec's folder):
     tasks: {bpb: ../shared/data/wikitext2_articles/articles_valid.jsonl,
             blimp: ../shared/data/blimp/blimp.jsonl.gz}
     limit: {bpb: 12, blimp: 1340}   # optional: items per task, spread over its JSONL file (or one number for all)
+    decision_window: 3              # last evaluations of a run whose std is its checkpoint noise
+    checkpoint_average: 1           # a run's score: mean of its last N evaluations
 
 Every stage is the project's own CLI in a subprocess (`tokenizer.train`, `mixtures.build`,
 `torchrun trainer/fsdp_train.py`), each step skipped when its output exists, so the same command
@@ -28,7 +30,8 @@ on its sharded model, `eval_points` times per run (`--eval-every`, `--eval-task`
 into the run's metrics.jsonl, which the ablation reads. Writes
 `DIR/ablation.json` (`{"runs": [{"dataset", "seed", "step", "tokens", "metrics"}]}`, one row per
 evaluated checkpoint), `DIR/plots/<metric>.png` (each metric against tokens, one line per dataset:
-the seed mean, the seed range as a band) and `DIR/index.html` (the final table and the plots).
+the seed mean, the seed range as a band) and `DIR/index.html` (the final table, per metric its signal,
+noise, SNR, ranking agreement over seeds and checkpoints and a verdict (`evals.decide`), and the plots).
 """
 
 from __future__ import annotations
@@ -54,8 +57,10 @@ from common.atomic import atomic_write_text
 from common.cli import one_line
 from common.lock import FolderLock, FolderUnavailable
 from common.names import UnsafeName, checked_name
+from evals.decide import decisions
 from evals.run import write_json_atomic
-from evals.tasks import headline
+from evals.tasks import SUITES, headline
+from evals.tasks.core import read_manifest
 from evals.tasks.texts import read_jsonl, spread
 
 REPO = Path(__file__).resolve().parents[1]
@@ -86,6 +91,8 @@ class AblationSpec:
     eval_points: int = 4
     train: dict[str, Any] = field(default_factory=dict)
     limit: int | dict[str, int] | None = None
+    decision_window: int = 3  # last evaluations of a run whose spread is its checkpoint noise (evals.decide)
+    checkpoint_average: int = 1  # a run's score: the mean of its last N evaluations (1: the last)
 
 
 def load_spec(path: Path) -> AblationSpec:
@@ -270,6 +277,9 @@ def task_files(spec: AblationSpec, out: Path) -> dict[str, str]:
         if not n:
             files[name] = path
             continue
+        if name in SUITES:
+            files[name] = str(suite_subset(Path(path), n, out / "tasks" / name))
+            continue
         if not path.endswith((".jsonl", ".jsonl.gz")):
             raise SpecError(f"limit: task {name} must be a .jsonl(.gz) file to take a spread subset, got {path}")
         dest = out / "tasks" / f"{name}.jsonl"
@@ -278,6 +288,24 @@ def task_files(spec: AblationSpec, out: Path) -> dict[str, str]:
             atomic_write_text(dest, "".join(json.dumps(r) + "\n" for r in rows))
         files[name] = str(dest)
     return files
+
+
+def suite_subset(folder: Path, n: int, dest: Path) -> Path:
+    """A suite folder (tasks.json + ICL files) with `n` rows spread over each task file, written once; the
+    few-shot examples are then drawn from those rows."""
+    if not (dest / "tasks.json").is_file():
+        manifest = read_manifest(folder)
+        for entry in manifest["tasks"]:
+            if (folder / entry["file"]).is_file():
+                rows = spread(read_jsonl(folder / entry["file"]), n)
+                entry["file"] = Path(entry["file"]).name.removesuffix(".gz")
+                atomic_write_text(dest / entry["file"], "".join(json.dumps(r) + "\n" for r in rows))
+                if entry["num_fewshot"] >= len(rows):
+                    raise SpecError(
+                        f"limit: {n} rows of {entry['name']} leave too few for {entry['num_fewshot']} shots"
+                    )
+        atomic_write_text(dest / "tasks.json", json.dumps(manifest, indent=1))
+    return dest
 
 
 def train_run(spec: AblationSpec, d: Dataset, seed: int, mix: Path, tok: Path, out: Path) -> Path:
@@ -385,7 +413,36 @@ def plot(rows: list[dict[str, Any]], out: Path) -> list[Path]:
     return paths
 
 
-def write_index(table: dict[str, dict[str, tuple[float, float, int]]], plots: list[Path], out: Path) -> Path:
+def decision_html(decided: dict[str, dict[str, Any]]) -> str:
+    """Per metric: dataset scores with their seed and checkpoint noise, signal, SNR, agreement, verdict."""
+    parts = [
+        "<h2>Can it decide?</h2><p>Per metric (evals.decide): each dataset's score (mean over seeds) with its seed "
+        "std and checkpoint std (last evaluations); signal = spread between datasets / mean, noise = checkpoint "
+        "std / mean, SNR = signal / noise (Signal &amp; Noise); per pair, the share of seed pairs and of "
+        "checkpoints that order it alike.</p>"
+    ]
+    for metric, d in decided.items():
+        rows = "".join(
+            f"<tr><td>{html.escape(name)}</td><td>{score:.4f}</td><td>{d['seed_std'][name]:.4f}</td>"
+            f"<td>{d['checkpoint_std'][name]:.4f}</td></tr>"
+            for name, score in d["scores"].items()
+        )
+        pairs = "; ".join(
+            f"{html.escape(p['better'])} better of {html.escape(' / '.join(p['pair']))}: seeds "
+            f"{100 * p['seed_agreement']:.0f} %, checkpoints {100 * p['checkpoint_agreement']:.0f} %"
+            for p in d["pairs"]
+        )
+        parts.append(
+            f"<h3>{html.escape(metric)}: {html.escape(d['verdict'])}</h3><table><tr><th>dataset</th><th>score</th>"
+            f"<th>seed std</th><th>checkpoint std</th></tr>{rows}</table><p>signal {d['signal']:.4f}, noise "
+            f"{d['noise']:.4f}, SNR {d['snr']:.2f} (over seeds {d['snr_seeds']:.2f}); {pairs}</p>"
+        )
+    return "".join(parts)
+
+
+def write_index(
+    table: dict[str, dict[str, tuple[float, float, int]]], plots: list[Path], out: Path, decided: str = ""
+) -> Path:
     metrics = list(next(iter(table.values())))
     head = "".join(f"<th>{html.escape(m)}</th>" for m in metrics)
     body = "".join(
@@ -401,7 +458,7 @@ def write_index(table: dict[str, dict[str, tuple[float, float, int]]], plots: li
         "figure{display:inline-block}</style><h1>Ablation</h1>"
         "<p>Final evaluation of each run: mean over seeds &plusmn; half the seed range. bpb: lower is better; "
         "accuracies: higher is better.</p>"
-        f"<table><tr><th>dataset</th>{head}</tr>{body}</table>{imgs}"
+        f"<table><tr><th>dataset</th>{head}</tr>{body}</table>{decided}{imgs}"
     )
     path = out / "index.html"
     path.write_text(page)
@@ -432,12 +489,15 @@ def ablate(spec: AblationSpec, out: Path) -> dict[str, Any]:
                         "metrics": headline(tasks),
                     }
                 )
-    report = {"runs": rows}
+    decided = decisions(rows, spec.decision_window, spec.checkpoint_average)
+    report = {"runs": rows, "decision": decided}
     write_json_atomic(out / "ablation.json", report)
     table = final_table(rows)
-    write_index(table, plot(rows, out / "plots"), out)
+    write_index(table, plot(rows, out / "plots"), out, decision_html(decided))
     for d, row in table.items():
         print(f"[ablate] {d}: " + ", ".join(f"{m} {v[0]:.4f} ± {v[1]:.4f}" for m, v in row.items()))
+    for metric, d in decided.items():
+        print(f"[ablate] {metric}: SNR {d['snr']:.2f}, ranking {' > '.join(d['ranking'])}: {d['verdict']}")
     return report
 
 

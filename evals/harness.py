@@ -14,22 +14,37 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from evals.tasks.icl import InContextTask
 
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
-def task_config(kind: str, data_file: Path) -> dict[str, Any]:
-    """An lm-eval task config for a local BLiMP or multiple-choice JSONL file."""
+def task_config(kind: str, data_file: Path, label: str = "") -> dict[str, Any]:
+    """An lm-eval task config (named cc2model_LABEL, default the kind) for a local BLiMP or multiple-choice
+    JSONL file."""
     base = {
-        "task": f"cc2model_{kind}",
+        "task": f"cc2model_{label or kind}",
         "dataset_path": "json",
         "dataset_kwargs": {"data_files": {"train": str(Path(data_file).resolve())}},
         "output_type": "multiple_choice",
         "test_split": "train",
         "num_fewshot": 0,
     }
+    if kind.startswith("icl_"):  # CORE prompts rendered by `icl_rows`: the delimiter is already in the context
+        if kind != "icl_greedy":
+            return {**task_config(kind.removeprefix("icl_"), data_file, label or kind), "target_delimiter": ""}
+        return {  # loglikelihood's acc: every continuation token is the argmax
+            **base,
+            "output_type": "loglikelihood",
+            "doc_to_text": "context",
+            "doc_to_target": "continuation",
+            "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
+            "target_delimiter": "",
+        }
     if kind == "blimp":  # lm_eval/tasks/blimp/_template_yaml
         return {
             **base,
@@ -37,6 +52,17 @@ def task_config(kind: str, data_file: Path) -> dict[str, Any]:
             "doc_to_target": 0,
             "doc_to_choice": "{{[sentence_good, sentence_bad]}}",
             "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
+        }
+    if kind == "mc_partial":  # lm-eval's winogrande: doc_to_text an int -> one context per choice
+        return {
+            **base,
+            "doc_to_text": "gold",
+            "doc_to_target": "continuation",
+            "doc_to_choice": "contexts",
+            "metric_list": [
+                {"metric": "acc", "aggregation": "mean", "higher_is_better": True},
+                {"metric": "acc_norm", "aggregation": "mean", "higher_is_better": True},
+            ],
         }
     if kind == "mc":
         return {
@@ -49,7 +75,37 @@ def task_config(kind: str, data_file: Path) -> dict[str, Any]:
                 {"metric": "acc_norm", "aggregation": "mean", "higher_is_better": True},
             ],
         }
-    raise ValueError(f"lm-eval bridge knows blimp and mc, not {kind!r}")
+    raise ValueError(f"lm-eval bridge knows blimp, mc and mc_partial, not {kind!r}")
+
+
+def lm_eval_rows(task: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """llm-foundry ICL rows of ARC, PIQA, COPA or WinoGrande -> our `mc` rows in lm-eval's prompt format
+    (`arc_easy`, `piqa`: "Question: ...\nAnswer:"; `copa`: the premise with its connective, as llm-foundry
+    already writes it; `winogrande`: partial rows, one context per option)."""
+    if task == "winogrande":
+        return [{"contexts": r["context_options"], "continuation": r["continuation"], "gold": r["gold"]} for r in rows]
+    if task in ("arc_easy", "arc_challenge", "piqa"):
+        return [{"context": r["query"].strip() + "\nAnswer:", "choices": r["choices"], "gold": r["gold"]} for r in rows]
+    if task == "copa":
+        return [{"context": r["query"], "choices": r["choices"], "gold": r["gold"]} for r in rows]
+    raise ValueError(f"no lm-eval conversion for {task!r}")
+
+
+def icl_rows(task: InContextTask, items: Sequence[int]) -> tuple[str, list[dict[str, Any]]]:
+    """The CORE prompts of `items` (their few-shot block and delimiter included) as rows of an lm-eval task
+    kind (`icl_mc`, `icl_mc_partial`, `icl_greedy`): the same text and sequences for both sides of a bench."""
+    rows = []
+    for i in items:
+        row, shots, delim = task.rows[i], task.shots(i), task.delimiter
+        if task.kind == "multiple_choice":
+            rows.append({"context": shots + row["query"] + delim, "choices": row["choices"], "gold": row["gold"]})
+        elif task.kind == "schema":
+            contexts = [shots + option + delim for option in row["context_options"]]
+            rows.append({"contexts": contexts, "continuation": row["continuation"], "gold": row["gold"]})
+        else:
+            rows.append({"context": shots + row["context"].strip() + delim, "continuation": row["continuation"]})
+    kind = {"multiple_choice": "icl_mc", "schema": "icl_mc_partial"}.get(task.kind, "icl_greedy")
+    return kind, rows
 
 
 def hf_model(model_dir: Path, batch_size: int, device: str = "cpu") -> Any:
@@ -62,18 +118,19 @@ def hf_model(model_dir: Path, batch_size: int, device: str = "cpu") -> Any:
 
 
 def run_lm_eval(lm: Any, tasks: dict[str, Path], limit: int | None = None) -> dict[str, Any]:
-    """{kind: {"metrics": {...}, "lls": [[ll per choice] per doc, in file order]}} from lm-eval."""
+    """{key: {"metrics": {...}, "lls": [[ll per choice] per doc, in file order]}} from lm-eval; a key is a kind
+    or `kind:label` (several files of one kind)."""
     for key, value in OFFLINE.items():
         os.environ.setdefault(key, value)
     import lm_eval
 
-    configs = [task_config(kind, path) for kind, path in tasks.items()]
+    configs = [task_config(key.partition(":")[0], path, key.partition(":")[2]) for key, path in tasks.items()]
     out = lm_eval.simple_evaluate(
         model=lm, tasks=configs, limit=limit, log_samples=True, bootstrap_iters=0, verbosity="ERROR"
     )
     report = {}
     for kind in tasks:
-        name = f"cc2model_{kind}"
+        name = "cc2model_" + (kind.partition(":")[2] or kind)
         metrics = {k.split(",")[0]: v for k, v in out["results"][name].items() if k.endswith(",none")}
         samples = sorted(out["samples"][name], key=lambda s: s["doc_id"])
         lls = [[float(r[0][0]) for r in s["resps"]] for s in samples]

@@ -27,6 +27,7 @@ from tqdm import tqdm
 from evals.models import LoadedModel, ModelLoadError, cpu_threads, load_model
 from evals.tasks import Request, Task, TaskDataError, evaluate, load_tasks, parse_task_specs
 from evals.tasks.blimp import Blimp, comparison_table, read_reference
+from evals.tasks.core import SUITES, suite_table
 
 
 def run_task(task: Task, model: LoadedModel, batch_size: int, limit: int | None, progress: bool) -> dict[str, Any]:
@@ -55,6 +56,8 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 def summary_line(name: str, result: dict[str, Any]) -> str:
+    if name in SUITES:
+        return suite_table(name, result)
     if name == "blimp":
         return f"blimp: accuracy {100 * result['accuracy']:.2f} % on {result['n']} pairs"
     if name == "bpb":
@@ -68,6 +71,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("model", type=Path, help="HF folder, trainer output folder or checkpoint step_* folder")
     parser.add_argument("--task", action="append", default=[], metavar="NAME=PATH", help="repeatable")
+    parser.add_argument(
+        "--suite",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="core (DCLM's CORE) or fineweb (FineWeb's early-signal tasks) over a folder of llm-foundry ICL files "
+        "with its tasks.json; repeatable. HellaSwag, SQuAD, CoQA and MMLU are not available offline",
+    )
+    parser.add_argument(
+        "--fewshot-from", type=Path, metavar="DIR", help="a suite's few-shot examples from the same files in DIR"
+    )
     parser.add_argument("--limit", type=int, help="N items of each task, spread evenly over its file (default: all)")
     parser.add_argument("--batch-size", type=int, default=32, help="sequences per forward (default 32)")
     parser.add_argument("--out", type=Path, help="where to write the JSON (default: print only)")
@@ -84,13 +98,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        for spec in args.suite:
+            if spec.partition("=")[0] not in SUITES:
+                raise TaskDataError(f"unknown suite {spec.partition('=')[0]!r}; choose from {', '.join(SUITES)}")
+        args.task += args.suite
         if not args.task:
-            raise TaskDataError("no --task given")
+            raise TaskDataError("no --task or --suite given")
         if args.limit is not None and args.limit < 1:
             raise TaskDataError("--limit must be >= 1")
         if args.batch_size < 1:
             raise TaskDataError("--batch-size must be >= 1")
         tasks = load_tasks(args.task, "--task")  # bad data fails before the model loads
+        if args.fewshot_from:
+            for name in set(tasks) & set(SUITES):
+                tasks[name].draw_shots_from(args.fewshot_from)  # type: ignore[attr-defined]
         if args.bpb_stride is not None and "bpb" in tasks:
             tasks["bpb"].stride = args.bpb_stride  # type: ignore[attr-defined]
         model = load_model(args.model, backend=args.backend, device=args.device)

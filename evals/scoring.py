@@ -7,7 +7,8 @@ does not fit fails at once) and cut into batches of at most `batch_size` sequenc
 under a causal mask a position never sees the padding after it, so no attention mask is needed
 and the scores equal unpadded ones. The head runs only at the scored positions (not at padding,
 prefixes or a window's context), in chunks; each token's negative log-likelihood is one fused
-`cross_entropy` in fp32 (on CPU much faster than an unfused logsumexp), summed per sequence in fp64.
+`cross_entropy` in fp32 (on CPU much faster than an unfused logsumexp), summed per sequence in fp64;
+beside it, whether every scored token was the argmax (`Score.greedy`, for exact-match tasks).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from evals.tasks.base import Request, ScoreFn
+from evals.tasks.base import Request, Score, ScoreFn
 
 Forward = Callable[[torch.Tensor], torch.Tensor]
 HEAD_CHUNK = 4096  # scored positions per head matmul: bounds the (chunk, vocab) logits in memory
@@ -55,11 +56,14 @@ def score_batch(
     targets = tokens[:, 1:][scored]
     rows = torch.arange(len(requests), device=device)[:, None].expand_as(scored)[scored]
     nll = torch.empty(len(targets), dtype=torch.float64, device=device)
+    missed = torch.empty(len(targets), dtype=torch.int32, device=device)  # scored token is not the argmax
     for a in range(0, len(targets), HEAD_CHUNK):
         logits = (head(hidden[a : a + HEAD_CHUNK]) if head is not None else hidden[a : a + HEAD_CHUNK]).float()
         nll[a : a + HEAD_CHUNK] = F.cross_entropy(logits, targets[a : a + HEAD_CHUNK], reduction="none").double()
+        missed[a : a + HEAD_CHUNK] = logits.argmax(-1) != targets[a : a + HEAD_CHUNK]
     sums = torch.zeros(len(requests), dtype=torch.float64, device=device).index_add_(0, rows, nll)
-    return (-sums).tolist()
+    misses = torch.zeros(len(requests), dtype=torch.int32, device=device).index_add_(0, rows, missed)
+    return [Score(-s, m == 0) for s, m in zip(sums.tolist(), misses.tolist(), strict=True)]
 
 
 def make_scorer(

@@ -28,9 +28,12 @@ PANELS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
     ("throughput (tokens/s)", ("tokens_per_s",), False),
     ("bits per byte (--eval-task bpb)", ("bpb",), False),
     ("accuracy (--eval-task blimp, mc)", ("blimp", "mc_acc", "mc_acc_norm"), False),
+    ("CORE, centred (--eval-task core)", ("core", "core_v2"), False),
+    ("gold probability (mc, core)", ("mc_gold_prob", "core_gold_prob"), False),
 )
 LABELS = {"loss": "train loss", "val_loss": "validation loss", "blimp": "BLiMP", "mc_acc": "mc acc"}
-POINTS = {"val_loss", "bpb", "blimp", "mc_acc", "mc_acc_norm"}  # evaluated now and then: drawn with markers
+# evaluated now and then: drawn with markers
+POINTS = {"val_loss", "bpb", "blimp", "mc_acc", "mc_acc_norm", "core", "core_v2", "mc_gold_prob", "core_gold_prob"}
 
 
 def load_log(path: Path) -> tuple[Series, int]:

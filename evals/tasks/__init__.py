@@ -10,15 +10,21 @@ from typing import Any
 from evals.tasks.base import Encoder, Request, ScoreFn, Task, TaskDataError, evaluate, task_totals
 from evals.tasks.blimp import Blimp
 from evals.tasks.bpb import BitsPerByte
+from evals.tasks.core import SUITES, Suite
+from evals.tasks.icl import InContextTask
 from evals.tasks.mc import MultipleChoice
 
 TASKS: dict[str, type[Task]] = {"blimp": Blimp, "bpb": BitsPerByte, "mc": MultipleChoice}
+NAMES = sorted([*TASKS, *SUITES])  # a suite (core, fineweb) is a task over a folder of ICL files
 
 
 def load_task(name: str, path: str | Path) -> Task:
-    """A task by name from its data file; an unknown name or unusable data raises TaskDataError."""
+    """A task by name from its data file (a suite from its folder); an unknown name or unusable data raises
+    TaskDataError."""
+    if name in SUITES:
+        return Suite.from_folder(name, path)
     if name not in TASKS:
-        raise TaskDataError(f"unknown task {name!r}; choose from {', '.join(sorted(TASKS))}")
+        raise TaskDataError(f"unknown task {name!r}; choose from {', '.join(NAMES)}")
     return TASKS[name].from_path(path)  # type: ignore[attr-defined]
 
 
@@ -30,8 +36,8 @@ def parse_task_specs(specs: Sequence[str], flag: str = "--task") -> dict[str, Pa
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
             raise TaskDataError(f"{flag} wants NAME=PATH, got {spec!r}")
-        if name not in TASKS:
-            raise TaskDataError(f"unknown task {name!r}; choose from {', '.join(sorted(TASKS))}")
+        if name not in NAMES:
+            raise TaskDataError(f"unknown task {name!r}; choose from {', '.join(NAMES)}")
         if name in out:
             raise TaskDataError(f"{flag} {name} given twice")
         out[name] = Path(path)
@@ -44,7 +50,8 @@ def load_tasks(specs: Sequence[str], flag: str = "--task") -> dict[str, Task]:
 
 
 def headline(results: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
-    """One number per curve: bpb's bits per byte, BLiMP's accuracy, mc's acc and acc_norm (by task name)."""
+    """One number per curve: bpb's bits per byte, BLiMP's accuracy, mc's acc and acc_norm and its continuous
+    metrics, a suite's score (both baselines) and its tasks' mean gold probability and bits per byte."""
     out = {}
     for name, r in results.items():
         if name == "bpb":
@@ -53,17 +60,25 @@ def headline(results: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
             out["blimp"] = r["accuracy"]
         elif name == "mc":
             out["mc_acc"], out["mc_acc_norm"] = r["acc"], r["acc_norm"]
+            out["mc_gold_prob"], out["mc_gold_bpb"] = r["gold_prob"], r["gold_bpb"]
+        elif name in SUITES:
+            out[name], out[f"{name}_v2"] = r[name], r[f"{name}_v2"]
+            out[f"{name}_gold_prob"], out[f"{name}_gold_bpb"] = r["gold_prob"], r["gold_bpb"]
     return out
 
 
 __all__ = [
+    "NAMES",
     "TASKS",
     "BitsPerByte",
     "Blimp",
     "Encoder",
+    "InContextTask",
     "MultipleChoice",
     "Request",
     "ScoreFn",
+    "SUITES",
+    "Suite",
     "Task",
     "TaskDataError",
     "evaluate",

@@ -22,6 +22,7 @@ from tokenizers import Tokenizer
 
 EOT = "<|endoftext|>"
 T = TypeVar("T")
+EVAL_CHUNK = 4096  # items whose requests are built and scored together by `evaluate`
 
 
 class TaskDataError(ValueError):
@@ -36,8 +37,21 @@ class Request:
     n_scored: int
 
 
+class Score(float):
+    """A request's summed log-probability that also says whether every scored token was the model's argmax
+    (lm-eval's ``is_greedy``): what an exact-match task (LAMBADA-style) needs beside the likelihood."""
+
+    greedy: bool
+
+    def __new__(cls, value: float, greedy: bool) -> Score:
+        obj = super().__new__(cls, value)
+        obj.greedy = greedy
+        return obj
+
+
 ScoreFn = Callable[[Sequence[Request]], list[float]]
-"""Requests -> their summed log-probabilities (natural log), in the order given."""
+"""Requests -> their summed log-probabilities (natural log), in the order given; the model scorers return
+`Score`s (floats that also carry `greedy`)."""
 
 
 @dataclass(frozen=True)
@@ -173,11 +187,16 @@ def totals_from_vector(task: Task, vector: Sequence[float]) -> dict[str, float]:
 
 
 def evaluate(task: Task, encoder: Encoder, score: ScoreFn, limit: int | None = None) -> dict[str, Any]:
-    """Single-process evaluation of the first `limit` items (all by default)."""
+    """Single-process evaluation of `limit` items spread over the task (all by default), `EVAL_CHUNK` items at a time so
+    the requests of a large suite (CORE: ~150,000 few-shot prompts) are never all in memory at once."""
     items = shard_items(len(task), limit=limit)
     if not items:
         raise TaskDataError(f"task {task.name} has no items")
-    return task.metrics(task_totals(task, encoder, score, items))
+    totals: dict[str, float] = defaultdict(float)
+    for start in range(0, len(items), EVAL_CHUNK):
+        for key, value in task_totals(task, encoder, score, items[start : start + EVAL_CHUNK]).items():
+            totals[key] += value
+    return task.metrics(totals)
 
 
 def ratio(num: float, den: float) -> float:

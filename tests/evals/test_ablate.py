@@ -48,7 +48,8 @@ def test_ablation_of_two_datasets_writes_results_and_resumes(tmp_path) -> None:
         "seeds": [0],
         "eval_points": 2,
         "train": {"micro_batch": 8, "lr": 0.01, "nproc": 1, "extra": ["--no-bf16"]},
-        "tasks": {"bpb": "held_out.jsonl", "blimp": "blimp.jsonl"},
+        "tasks": {"bpb": "held_out.jsonl", "blimp": "blimp.jsonl", "core": str(shared_or_skip("core_tasks"))},
+        "limit": {"core": 12},  # 12 rows of each CORE task
     }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     out = tmp_path / "ablation"
@@ -59,7 +60,8 @@ def test_ablation_of_two_datasets_writes_results_and_resumes(tmp_path) -> None:
     assert {(r["dataset"], r["seed"]) for r in runs} == {("wiki", 0), ("plays", 0)}
     assert len(runs) == 4  # 2 datasets x 1 seed x 2 evaluation points
     for r in runs:
-        assert set(r["metrics"]) == {"bpb", "blimp"} and r["tokens"] > 0
+        assert set(r["metrics"]) == {"bpb", "blimp", "core", "core_v2", "core_gold_prob", "core_gold_bpb"}
+        assert r["tokens"] > 0
     final = {d: max(r["tokens"] for r in runs if r["dataset"] == d) for d in ("wiki", "plays")}
     assert abs(final["wiki"] - final["plays"]) <= 0.03 * final["wiki"]  # the same budget, to within documents
     wiki_bpb = [r["metrics"]["bpb"] for r in runs if r["dataset"] == "wiki" and r["tokens"] == final["wiki"]]
@@ -67,6 +69,9 @@ def test_ablation_of_two_datasets_writes_results_and_resumes(tmp_path) -> None:
     print(f"held-out Wikipedia bpb: trained on wiki {wiki_bpb}, on plays {plays_bpb}")
     assert max(wiki_bpb) < min(plays_bpb)  # in-domain data wins on in-domain held-out text
     assert (out / "plots" / "bpb.png").is_file() and "wiki" in (out / "index.html").read_text()
+    bpb = report["decision"]["bpb"]
+    assert bpb["ranking"] == ["wiki", "plays"] and bpb["pairs"][0]["better"] == "wiki"
+    assert "<h3>bpb: " in (out / "index.html").read_text() and "[ablate] bpb: SNR" in proc.stdout
 
     again = ablate_cli(tmp_path / "spec.yaml", out)  # everything done: nothing retrained or re-evaluated
     assert again.returncode == 0 and "[ablate] train" not in again.stdout and "[ablate] mixture" not in again.stdout
@@ -74,7 +79,8 @@ def test_ablation_of_two_datasets_writes_results_and_resumes(tmp_path) -> None:
 
 
 def test_final_table_and_plots_show_the_seed_spread(tmp_path) -> None:
-    from evals.ablate import final_table, plot, write_index
+    from evals.ablate import decision_html, final_table, plot, write_index
+    from evals.decide import decisions
 
     rows = [
         {"dataset": d, "seed": s, "step": step, "tokens": step * 100, "metrics": {"bpb": base + s * 0.1 - step * 0.01}}
@@ -86,8 +92,9 @@ def test_final_table_and_plots_show_the_seed_spread(tmp_path) -> None:
     assert table["a"]["bpb"] == pytest.approx((2.0 + 0.05 - 0.02, 0.05, 2))
     assert table["b"]["bpb"][2] == 2
     plots = plot(rows, tmp_path / "plots")
-    page = write_index(table, plots, tmp_path).read_text()
+    page = write_index(table, plots, tmp_path, decision_html(decisions(rows))).read_text()
     assert [p.name for p in plots] == ["bpb.png"] and "2.0300 &plusmn; 0.0500 (n=2)" in page
+    assert "<h3>bpb: decided</h3>" in page and "a better of a / b: seeds 100 %, checkpoints 100 %" in page
 
 
 def test_bad_specs_are_refused(tmp_path) -> None:
@@ -116,3 +123,17 @@ def test_limit_takes_a_spread_subset_of_each_task_file(tmp_path) -> None:
     picked = [json.loads(line) for line in open(files["blimp"])]
     assert [r["i"] for r in picked] == list(range(0, 1000, 50))
     assert {r["UID"] for r in picked} == {f"p{k}" for k in range(10)}
+
+
+def test_the_ladder_specs_load_and_a_suite_limit_cuts_every_task(tmp_path) -> None:
+    from evals.ablate import suite_subset
+    from evals.tasks import load_task
+    from trainer.model_spec import base_model
+
+    for name in ("ladder", "ladder_cpu"):
+        spec = load_spec(REPO / "examples" / "ablation" / f"{name}.yaml")
+        assert set(spec.tasks) == {"core", "bpb"} and spec.decision_window == 3
+    assert base_model(str(REPO / "examples" / "ablation" / "ladder_14m.yaml")).dim == 512
+    folder = shared_or_skip("core_tasks")
+    suite = load_task("core", suite_subset(folder, 12, tmp_path / "core"))
+    assert [len(t) for t in suite.tasks] == [12] * 18 and len(suite.missing) == 4

@@ -62,3 +62,35 @@ def test_blimp_and_mc_equal_lm_eval(tiny_model, tmp_path) -> None:
     print(f"MC: ours acc {mc['acc']:.4f} acc_norm {mc['acc_norm']:.4f}; lm-eval {theirs['mc']['metrics']}")
     assert mc["acc"] == pytest.approx(theirs["mc"]["metrics"]["acc"], abs=1e-12)
     assert mc["acc_norm"] == pytest.approx(theirs["mc"]["metrics"]["acc_norm"], abs=1e-12)
+
+
+@pytest.mark.e2e
+def test_core_rows_of_arc_piqa_copa_winogrande_equal_lm_eval(tiny_model, tmp_path) -> None:
+    """llm-foundry rows converted to lm-eval's prompts (`lm_eval_rows`), one local json task each: the same
+    right answers by acc and acc_norm, question by question (WinoGrande as lm-eval's multiple-input task)."""
+    from evals.harness import lm_eval_rows
+    from tests.evals.test_icl import core_rows
+
+    files = {}
+    for name in ("arc_easy", "piqa", "copa", "winogrande"):
+        rows = core_rows(f"{name}.jsonl.gz")
+        kind = "mc_partial" if name == "winogrande" else "mc"
+        files[f"{kind}:{name}"] = write_jsonl(
+            lm_eval_rows(name, rows[:: max(1, len(rows) // 60)][:60]), tmp_path / f"{name}.jsonl"
+        )
+    theirs = lm_eval_report(tiny_model.hf_dir, files, tmp_path / "lm_eval.json")
+    model = load_model(tiny_model.hf_dir, backend="ours", device="cpu")
+    score = model.scorer(batch_size=32)
+    for key, path in files.items():
+        task = MultipleChoice.from_path(path)
+        ours = evaluate(task, model.encoder, score)
+        lls = theirs[key]["lls"]
+        right_theirs = sum(
+            max(range(len(ll)), key=lambda i, ll=ll: (ll[i], -i)) == q["gold"]
+            for ll, q in zip(lls, task.questions, strict=True)
+        )
+        right = round(ours["acc"] * ours["n"]), round(ours["acc_norm"] * ours["n"])
+        print(f"{key}: ours acc / acc_norm right {right} of {ours['n']}; lm-eval {theirs[key]['metrics']}")
+        assert ours["n"] == len(lls)
+        assert round(ours["acc"] * ours["n"]) == round(theirs[key]["metrics"]["acc"] * len(lls)) == right_theirs
+        assert round(ours["acc_norm"] * ours["n"]) == round(theirs[key]["metrics"]["acc_norm"] * len(lls))

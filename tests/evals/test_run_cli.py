@@ -48,7 +48,7 @@ def test_cli_writes_the_documented_json(tiny_model, task_files, tmp_path) -> Non
     assert tasks["bpb"]["bytes"] == sum(len(p.read_text().encode()) for p in [task_files["bpb"] / "a.txt"]) + sum(
         len(json.loads(line)["text"].encode()) for line in (task_files["bpb"] / "b.jsonl").read_text().splitlines()
     )
-    assert set(tasks["mc"]) == {"acc", "acc_norm", "n"} and tasks["mc"]["n"] == 12
+    assert set(tasks["mc"]) == {"acc", "acc_norm", "n", "gold_prob", "gold_bpb"} and tasks["mc"]["n"] == 12
     assert "GPT-2" not in proc.stdout  # the reference table needs models_summary.jsonl beside the pairs
     assert "blimp: accuracy" in proc.stdout
 
