@@ -440,7 +440,12 @@ def main(argv: list[str] | None = None) -> None:
     if rank0:
         final = result.losses[-1][1] if result.losses else None
         hf = str(result.hf_dir) if result.hf_dir else None
-        summary = {"steps_done": result.steps_done, "final_loss": final, "val_response_loss": result.val_losses, "hf": hf}
+        summary = {
+            "steps_done": result.steps_done,
+            "final_loss": final,
+            "val_response_loss": result.val_losses,
+            "hf": hf,
+        }
         print(json.dumps(summary))
 
 

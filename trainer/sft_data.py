@@ -105,9 +105,7 @@ class ChatIds:
         ids = [tok.token_to_id(t) for t in (*CHAT_TOKENS, EOT)]
         if any(i is None for i in ids):
             missing = [t for t, i in zip((*CHAT_TOKENS, EOT), ids, strict=True) if i is None]
-            raise SFTDataError(
-                f"{where} lacks the chat tokens {' '.join(missing)} (tokenizer.train reserves them)"
-            )
+            raise SFTDataError(f"{where} lacks the chat tokens {' '.join(missing)} (tokenizer.train reserves them)")
         return cls(*ids)  # type: ignore[arg-type]
 
 
