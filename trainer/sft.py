@@ -41,14 +41,16 @@ import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 from torch import nn
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from common.cli import USAGE_ERROR, one_line
 from trainer.checkpoint import TRAINER_STATE, Checkpointer
 from trainer.config import ModelConfig
 from trainer.distributed import DistInfo, all_reduce_mean, init_distributed, shutdown
 from trainer.engine import TrainEngine
-from trainer.export_hf import export_live, model_config_from_hf
+from trainer.export_hf import export_hf, export_live, model_config_from_hf
 from trainer.init_from import init_from
+from trainer.lora import LoRASpec
 from trainer.metrics import MetricsLogger
 from trainer.optim import OptimConfig
 from trainer.output_lock import lock_output
@@ -87,6 +89,12 @@ class SFTConfig:
     export_hf: bool = True
     spike_guard: bool = True
     device: str = "auto"
+    lora_rank: int = 0  # 0: full fine-tuning; else LoRA adapters of this rank on --lora-targets (trainer.lora)
+    lora_alpha: float = 16.0
+    lora_targets: str = "wq,wk,wv,wo"
+
+    def lora(self) -> LoRASpec | None:
+        return LoRASpec.parse(self.lora_rank, self.lora_alpha, self.lora_targets) if self.lora_rank else None
 
     def check(self) -> None:
         from common.lock import check_writable
@@ -101,6 +109,9 @@ class SFTConfig:
             raise ValueError("--seq-len must be >= 2 and --max-steps >= 1")
         if not self.optim.lr > 0:
             raise ValueError(f"--lr must be > 0, got {self.optim.lr}")
+        if self.lora_rank < 0:
+            raise ValueError(f"--lora-rank must be >= 0, got {self.lora_rank}")
+        self.lora()  # a bad LoRA setting is refused now
         check_writable(self.out)
 
 
@@ -194,7 +205,11 @@ class SFTRun:
                 f"{len(rows)} rows make no step of {self.plan.global_batch} rows (micro-batch x accumulation x ranks)"
             )
         # the schedule spans every epoch, --max-steps or not (as pretraining's): a cut run resumes the same curve
-        self.engine = TrainEngine(base.model_cfg, info, cfg.optim, self.plan.steps, seed=cfg.seed, bf16=cfg.bf16)
+        self.lora = cfg.lora()
+        adapt = self.lora.apply if self.lora is not None else None
+        self.engine = TrainEngine(
+            base.model_cfg, info, cfg.optim, self.plan.steps, seed=cfg.seed, bf16=cfg.bf16, adapt=adapt
+        )
         self.guard = SpikeGuard(SpikeConfig(True)) if cfg.spike_guard else None
 
     def step(self, step: int) -> dict[str, float]:
@@ -344,6 +359,8 @@ def _run(
         if run.guard is not None and saved.get("spike_guard"):
             run.guard.load_state_dict(saved["spike_guard"])
         log.info("resumed from %s at step %d", latest, start)
+    elif run.lora is not None:
+        meta["init_from"] = run.lora.start(base.weights, engine.model, base.model_cfg, cfg.seed)
     else:
         meta["init_from"] = init_from(base.weights, engine.model, base.model_cfg)
     if info.is_main:
@@ -386,14 +403,27 @@ def _run(
         evaluate(stop)
     if last_saved != stop:
         save(stop)
-    hf_dir = None
-    if cfg.export_hf:
-        hf_dir = export_live(engine.model, base.model_cfg, out / "hf", tokenizer=base.tokenizer, eos_id=eot,
-                             bos_id=base.bos_id)  # fmt: skip
-        if info.is_main:
-            write_generation_config(hf_dir, encoder, base.bos_id)
+    hf_dir = _export(run, base, encoder, out) if cfg.export_hf else None
     metrics.close()
     return SFTResult(stop, losses, val_losses, ckpt.latest(), hf_dir, rows.dropped_too_long)
+
+
+def _export(run: SFTRun, base: Base, encoder: ChatEncoder, out: Path) -> Path:
+    """out/hf (with LoRA: the adapters merged into the weights; plus out/adapter in PEFT's format). Collective."""
+    model, cfg, eot = run.engine.model, base.model_cfg, encoder.ids.eot
+    if run.lora is None:
+        hf_dir = export_live(model, cfg, out / "hf", tokenizer=base.tokenizer, eos_id=eot, bos_id=base.bos_id)
+    else:
+        hf_dir = out / "hf"
+        weights = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if run.info.is_main:
+            export_hf(run.lora.merge(weights), cfg, hf_dir, tokenizer=base.tokenizer, eos_id=eot, bos_id=base.bos_id)
+            peft_base = base.weights if (base.weights / "config.json").is_file() else None
+            run.lora.export_peft(weights, out / "adapter", peft_base)
+        torch.distributed.barrier()
+    if run.info.is_main:
+        write_generation_config(hf_dir, encoder, base.bos_id)
+    return hf_dir
 
 
 OPTIM_FLAGS = {f.name for f in fields(OptimConfig)}
@@ -418,10 +448,9 @@ def parse_args(argv: list[str] | None = None) -> SFTConfig:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=getattr(defaults, f.name))
         elif f.name in ("tokenizer", "val_data"):
             parser.add_argument(flag, type=Path)
-        elif f.name == "device":
-            parser.add_argument(flag, default="auto")
-        else:
-            parser.add_argument(flag, type=int, default=getattr(defaults, f.name))
+        else:  # int, float or str, as the default is
+            default = getattr(defaults, f.name)
+            parser.add_argument(flag, type=type(default) if default is not None else int, default=default)
     values = vars(parser.parse_args(argv))
     optim = replace(defaults.optim, **{k: values.pop(k) for k in list(values) if k in OPTIM_FLAGS})
     return SFTConfig(**values, optim=optim)
