@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from evals.models import our_model
 from tests.support.sft_inputs import arithmetic_records, chat_tokenizer_dir, tiny_base, write_jsonl
-from trainer.export_hf import model_config_from_hf
+from trainer.export_hf import hf_name, model_config_from_hf
 from trainer.lora import LoRASpec
 from trainer.optim import OptimConfig
 from trainer.sft import SFTConfig, main, sft
@@ -29,8 +29,9 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, LoRASpe
     base = tiny_base(root / "base", chat_tokenizer_dir(root / "tok"))
     data = write_jsonl(root / "train.jsonl", arithmetic_records(48))
     targets = "q_proj,wk,wv,wo,w1,w2,w3"
+    optim = OptimConfig(lr=1e-2, weight_decay=0.0, warmup_steps=1)
     cfg = SFTConfig(base, data, root / "sft", micro_batch=4, seq_len=127, bf16=False, device="cpu", lora_rank=4,
-                    lora_alpha=8.0, lora_targets=targets, optim=OptimConfig(lr=1e-2, weight_decay=0.0, warmup_steps=1))  # fmt: skip
+                    lora_alpha=8.0, lora_targets=targets, optim=optim)  # fmt: skip
     result = sft(cfg)
     assert result.losses[-1][1] < result.losses[0][1]
     return base, root / "sft", LoRASpec.parse(4, 8.0, targets)
@@ -45,10 +46,7 @@ def test_only_adapters_change_and_merged_equals_unmerged(tuned: tuple[Path, Path
     assert len(adapters) == 2 * 7 * 2  # A and B, 7 layers a block, 2 blocks
     for name, module in unmerged.named_modules():
         if hasattr(module, "lora_A"):
-            block, kind = name.split(".")[1], {"wq": "self_attn.q_proj", "wk": "self_attn.k_proj", "wv": "self_attn.v_proj",
-                                               "wo": "self_attn.o_proj", "w1": "mlp.gate_proj", "w3": "mlp.up_proj",
-                                               "w2": "mlp.down_proj"}[name.rsplit(".", 1)[-1]]  # fmt: skip
-            prefix = f"base_model.model.model.layers.{block}.{kind}"
+            prefix = "base_model.model." + hf_name(f"{name}.weight").removesuffix(".weight")
             module.lora_A.data = adapters[f"{prefix}.lora_A.weight"]
             module.lora_B.data = adapters[f"{prefix}.lora_B.weight"]
             assert module.lora_B.abs().max() > 0  # trained
