@@ -128,6 +128,11 @@ def test_sft_trains_resumes_exactly_and_exports(base: Path, tmp_path: Path) -> N
     tok = Tokenizer.from_file(str(straight.hf_dir / "tokenizer.json"))
     assert generation["eos_token_id"] == [tok.token_to_id("<|end|>"), tok.token_to_id("<|endoftext|>")]
     assert "chat_template" in json.loads((straight.hf_dir / "tokenizer_config.json").read_text())
+    # a DCP checkpoint and a trainer output folder are bases too
+    for source, kind in ((cut.checkpoint, "checkpoint"), (tmp_path / "straight", "hf")):
+        again = sft(_cfg(source, data, tmp_path / f"from-{kind}", max_steps=1, eval_every=0))
+        assert again.steps_done == 1
+        assert json.loads((tmp_path / f"from-{kind}" / "run_config.json").read_text())["init_from"]["kind"] == kind
 
 
 @pytest.mark.parametrize(
