@@ -55,10 +55,10 @@ def test_greedy_equals_transformers_generate_with_the_chat_template(tuned: Path)
 def test_sampling_is_seeded_and_respects_top_k(tuned: Path) -> None:
     gen = Generator(*load_transformer(tuned, "cpu"))
     prompt = gen.prompt_ids("What is 7 plus 12?", chat=True)
-    one = generate_ids(gen.model, prompt, 20, set(), Sampling(temperature=1.0, top_p=0.9, seed=3))
-    assert one == generate_ids(gen.model, prompt, 20, set(), Sampling(temperature=1.0, top_p=0.9, seed=3))
-    assert generate_ids(gen.model, prompt, 20, set(), Sampling(temperature=5.0, top_k=1)) == generate_ids(
-        gen.model, prompt, 20, set()
+    one = generate_ids(gen.model, prompt, 10, set(), Sampling(temperature=1.0, top_p=0.9, seed=3))
+    assert one == generate_ids(gen.model, prompt, 10, set(), Sampling(temperature=1.0, top_p=0.9, seed=3))
+    assert generate_ids(gen.model, prompt, 10, set(), Sampling(temperature=5.0, top_k=1)) == generate_ids(
+        gen.model, prompt, 10, set()
     )
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.chain import ChainConfig, print_chain, run_sft
-from tests.support.cli import run_cli
+from pipelines.run import main as run_main
 from tests.support.sft_inputs import arithmetic_records, chat_tokenizer_dir, tiny_base, write_jsonl
 
 
@@ -16,12 +16,13 @@ from tests.support.sft_inputs import arithmetic_records, chat_tokenizer_dir, tin
     ("extra", "message"),
     [([], "need --train"), (["--train"], "--sft: "), (["--train", "--missing"], "does not exist")],
 )
-def test_bad_sft_flags_fail_before_any_work(tmp_path: Path, extra: list[str], message: str) -> None:
+def test_bad_sft_flags_fail_before_any_work(tmp_path: Path, capsys, extra: list[str], message: str) -> None:
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"messages": [{"role": "user", "content": "q"}]}])
     target = str(tmp_path / "missing.jsonl") if "--missing" in extra else str(bad)
     flags = [f for f in extra if f != "--missing"]
-    proc = run_cli("pipelines.run", "sample", "--out", str(tmp_path / "out"), *flags, "--sft", target, check=False)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr
+    assert run_main(["sample", "--out", str(tmp_path / "out"), *flags, "--sft", target]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
     assert not (tmp_path / "out").exists()
 
 

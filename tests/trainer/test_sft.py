@@ -110,6 +110,7 @@ def _cfg(base: Path, data: Path, out: Path, **kw) -> SFTConfig:
     return SFTConfig(base, data, out, optim=optim, **{**fields, **kw})
 
 
+@pytest.mark.e2e  # five short runs
 def test_sft_trains_resumes_exactly_and_exports(base: Path, tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "train.jsonl", arithmetic_records(72))
     straight = sft(_cfg(base, data, tmp_path / "straight", export_hf=True))
