@@ -50,6 +50,7 @@ from trainer.distributed import DistInfo, all_reduce_mean, init_distributed, shu
 from trainer.engine import TrainEngine
 from trainer.export_hf import export_hf, export_live, model_config_from_hf
 from trainer.init_from import init_from
+from trainer.loop import _setup_logging  # the pretraining run's log format, rank 0 at INFO
 from trainer.lora import LoRASpec
 from trainer.metrics import MetricsLogger
 from trainer.optim import OptimConfig
@@ -256,15 +257,6 @@ class SFTRun:
         if world > 1:
             torch.distributed.all_reduce(sums)
         return float(sums[0] / sums[1])
-
-
-def _setup_logging(info: DistInfo) -> None:
-    logging.basicConfig(
-        level=logging.INFO if info.is_main else logging.WARNING,
-        format=f"[rank{info.rank}] %(asctime)s %(name)s: %(message)s",
-        stream=sys.stdout,
-        force=True,
-    )
 
 
 @dataclass
