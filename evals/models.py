@@ -12,7 +12,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from tokenizers import Tokenizer
@@ -20,6 +19,7 @@ from tokenizers import Tokenizer
 from evals.scoring import Forward, make_scorer
 from evals.tasks.base import Encoder, ScoreFn, prefix_token
 from trainer.config import ModelConfig
+from trainer.export_hf import model_config_from_hf
 
 
 def cpu_threads() -> tuple[int, str]:
@@ -77,33 +77,6 @@ def resolve_model_dir(path: Path) -> tuple[str, Path]:
     if steps:
         return "dcp", steps[-1]
     raise ModelLoadError(f"{path}: neither a Hugging Face folder (config.json), a checkpoint nor a trainer output")
-
-
-def model_config_from_hf(config: dict[str, Any]) -> ModelConfig | None:
-    """Our ModelConfig for an HF Llama/Qwen3 config, or None when our model cannot represent it."""
-    if config.get("model_type") not in ("llama", "qwen3"):
-        return None
-    dim, heads = config["hidden_size"], config["num_attention_heads"]
-    rope = config.get("rope_parameters") or {}
-    if config.get("rope_scaling") or rope.get("rope_type", "default") != "default":
-        return None
-    if config.get("head_dim", dim // heads) != dim // heads or config.get("attention_bias") or config.get("mlp_bias"):
-        return None
-    if config.get("hidden_act", "silu") != "silu":
-        return None
-    return ModelConfig(
-        dim=dim,
-        n_layers=config["num_hidden_layers"],
-        n_heads=heads,
-        n_kv_heads=config.get("num_key_value_heads", heads),
-        ffn_dim=config["intermediate_size"],
-        vocab_size=config["vocab_size"],
-        max_seq_len=config["max_position_embeddings"],
-        rope_theta=float(config.get("rope_theta") or rope.get("rope_theta", 10000.0)),
-        norm_eps=config["rms_norm_eps"],
-        qk_norm=config["model_type"] == "qwen3",
-        tie_embeddings=bool(config.get("tie_word_embeddings", False)),
-    )
 
 
 def our_model(cfg: ModelConfig, hf_weights: dict[str, torch.Tensor]) -> torch.nn.Module:

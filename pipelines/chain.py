@@ -46,6 +46,7 @@ class ChainConfig:
     micro_batch: int = 8
     lr: float = 3e-3
     tokens_per_file: int = 20_000
+    sft: str | None = None  # conversations to fine-tune the trained model on (trainer.sft), into sft/
 
     def __post_init__(self) -> None:
         # a byte-level BPE starts from 256 byte tokens plus <|endoftext|>
@@ -182,11 +183,34 @@ def run_chain(
         "metrics": str(train_dir / "metrics.jsonl"),
         "hf": str(train_dir / "hf"),
     }
+    if train and config.sft is not None:
+        result["sft"] = run_sft(train_dir / "hf", Path(config.sft), run_dir / "sft", config)
     if train:
         from evals.final import evaluate_chain
 
         result["evaluation"] = evaluate_chain(train_dir, mix_dir, **evals)
     return result
+
+
+SFT_HELD_OUT = 200  # conversations of the --sft file held out for the response loss
+
+
+def run_sft(base: Path, data: Path, out: Path, config: ChainConfig) -> dict[str, Any]:
+    """Fine-tune the trained model (trainer.sft under torchrun, resumable); the held-out response loss before/after."""
+    if not (out / "hf" / "config.json").is_file():
+        print(f"\n== sft: {base} on {data}, torchrun x{config.nproc} -> {out}", flush=True)
+        command = [
+            sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={config.nproc}",
+            "-m", "trainer.sft", "--base", str(base), "--data", str(data), "--out", str(out),
+            "--val-holdout", str(SFT_HELD_OUT), "--eval-every", "50", "--log-every", "10", "--lr", str(config.lr),
+            "--micro-batch", str(config.micro_batch), "--checkpoint-every", "50", "--resume",
+        ]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+        subprocess.run(command, check=True, cwd=REPO, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    val = [(r["step"], r["val_response_loss"]) for r in rows if "val_response_loss" in r]
+    return {"metrics": str(out / "metrics.jsonl"), "hf": str(out / "hf"), "checkpoint_dir": str(out / "checkpoints"),
+            "val_response_loss": val}  # fmt: skip
 
 
 def print_chain(result: dict[str, Any]) -> None:
@@ -198,5 +222,12 @@ def print_chain(result: dict[str, Any]) -> None:
     if losses:
         print(f"training loss: {losses[0]:.3f} -> {losses[-1]:.3f} over the epoch ({result['metrics']})")
     print(f"Hugging Face checkpoint: {result['hf']}")
+    if "sft" in result:
+        val = result["sft"]["val_response_loss"]
+        if val:
+            print(
+                f"SFT held-out response loss: {val[0][1]:.3f} (base) -> {val[-1][1]:.3f} ({result['sft']['metrics']})"
+            )
+        print(f"fine-tuned Hugging Face checkpoint: {result['sft']['hf']}")
     if "evaluation" in result:
         print(result["evaluation"]["summary"])

@@ -109,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     chain.add_argument("--nproc", type=int, default=2, help="torchrun ranks for training (default: 2)")
     chain.add_argument("--seq-len", type=int, default=256, help="tokens per training window (default: 256)")
     chain.add_argument("--eval-blimp", type=Path, help="BLiMP JSONL for the final evaluation (default: shared data's)")
+    chain.add_argument(
+        "--sft",
+        type=Path,
+        metavar="FILE",
+        help="then fine-tune the trained model on these conversations (JSONL, trainer.sft) into sft/",
+    )
     return parser
 
 
@@ -238,9 +244,16 @@ def chain_knobs(args: argparse.Namespace) -> ChainConfig | None:
     """With ``--train``, the chain's knobs and the ``--eval-blimp`` file, checked now (a bad one would fail only
     after curation and training)."""
     if not args.train:
-        if args.eval_blimp is not None:
-            raise ConfigError("--eval-blimp scores the trained model: it needs --train")
+        if args.eval_blimp is not None or args.sft is not None:
+            raise ConfigError("--eval-blimp and --sft act on the trained model: they need --train")
         return None
+    if args.sft is not None:
+        from trainer.sft_data import SFTDataError, read_conversations
+
+        try:
+            read_conversations(args.sft)
+        except SFTDataError as err:
+            raise ConfigError(f"--sft: {err}") from None
     if args.eval_blimp is not None:
         from evals.tasks import TaskDataError, load_task
 
@@ -250,7 +263,8 @@ def chain_knobs(args: argparse.Namespace) -> ChainConfig | None:
             raise ConfigError(f"--eval-blimp: {err}") from None
     from pipelines.chain import ChainConfig
 
-    return ChainConfig(vocab_size=args.vocab_size, seq_len=args.seq_len, model=args.model, nproc=args.nproc)
+    sft = str(args.sft.resolve()) if args.sft is not None else None
+    return ChainConfig(vocab_size=args.vocab_size, seq_len=args.seq_len, model=args.model, nproc=args.nproc, sft=sft)
 
 
 def main(argv: list[str] | None = None) -> int:

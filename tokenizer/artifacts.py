@@ -11,6 +11,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from common.atomic import atomic_write_bytes
+from tokenizer.chat import CHAT_TEMPLATE, has_chat_tokens
 from tokenizer.model import EOT
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -52,6 +53,8 @@ def write_tokenizer_dir(tok: Tokenizer, out_dir: Path, training: dict[str, Any])
         "clean_up_tokenization_spaces": False,
         "model_max_length": 1_000_000_000_000_000_019_884_624_838_656,
     }
+    if has_chat_tokens(tok.get_vocab(with_added_tokens=True)):  # apply_chat_template renders as trainer.sft does
+        config["chat_template"] = CHAT_TEMPLATE
     _atomic_write(out_dir / "tokenizer_config.json", json.dumps(config, indent=2))
     _atomic_write(out_dir / "special_tokens_map.json", json.dumps({"bos_token": EOT, "eos_token": EOT}))
     record = {**training, "sha256": tokenizer_sha256(out_dir)}

@@ -18,6 +18,7 @@ from tokenizers import pre_tokenizers, trainers
 from common.cli import errors_as_one_line
 from common.lock import check_writable
 from tokenizer.artifacts import tokenizer_sha256, write_tokenizer_dir
+from tokenizer.chat import CHAT_TOKENS
 from tokenizer.corpus import SampleStats, sample_texts
 from tokenizer.inputs import resolve_parquet
 from tokenizer.model import EOT, new_bpe
@@ -53,9 +54,9 @@ class TrainResult:
         )
 
 
-# A byte-level BPE holds the 256 byte tokens and <|endoftext|> before its first merge, and the shard
-# writer stores ids as uint16 or uint32 (mixtures/build.py): the vocab must lie in between.
-MIN_VOCAB = 256 + 1 + 1
+# A byte-level BPE holds the 256 byte tokens, <|endoftext|> and the chat tokens beside its merges, and the
+# shard writer stores ids as uint16 or uint32 (mixtures/build.py): the vocab must lie in between.
+MIN_VOCAB = 256 + 1 + len(CHAT_TOKENS) + 1
 MAX_VOCAB = 1 << 32
 
 
@@ -65,7 +66,7 @@ def check_sizes(
     """Raise ValueError (one line) for a size no training can honour, before any file is read or written."""
     if not MIN_VOCAB <= vocab_size <= MAX_VOCAB:
         raise ValueError(
-            f"vocab_size must be in [{MIN_VOCAB}, {MAX_VOCAB}] (256 bytes + {EOT} + at least one merge; "
+            f"vocab_size must be in [{MIN_VOCAB}, {MAX_VOCAB}] (256 bytes + {EOT} + chat tokens + a merge; "
             f"ids fit uint32), got {vocab_size}"
         )
     for name, value in (("char_budget", char_budget), ("doc_char_cap", doc_char_cap), ("min_frequency", min_frequency)):
@@ -88,8 +89,14 @@ def train_tokenizer(
     column: str = "text",
     progress: bool = True,
     words: str = "gpt4o",
+    chat_tokens: bool = True,
 ) -> TrainResult:
-    """Train on a seeded sample of the parquet documents in `inputs`; write the tokenizer folder."""
+    """Train on a seeded sample of the parquet documents in `inputs`; write the tokenizer folder.
+
+    With `chat_tokens` the last ids of the vocabulary are `tokenizer.chat.CHAT_TOKENS`, added after the
+    merges are learned: BPE learns `vocab_size - 3` merges, so documents encode exactly as with a
+    tokenizer of that many merges and no chat tokens (ids included), and `vocab_size` stays the total.
+    """
     check_sizes(vocab_size, char_budget, doc_char_cap, max_digits, min_frequency)
     check_writable(out_dir)
     start = time.perf_counter()
@@ -97,7 +104,7 @@ def train_tokenizer(
     pattern = split_pattern(max_digits=max_digits, number_space=number_space, words=words)
     tok = new_bpe(pattern)
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
+        vocab_size=vocab_size - (len(CHAT_TOKENS) if chat_tokens else 0),
         min_frequency=min_frequency,
         special_tokens=[EOT],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
@@ -110,6 +117,8 @@ def train_tokenizer(
     tok.train_from_iterator(batches, trainer=trainer)
     if stats.documents_used == 0:
         raise ValueError(f"no non-empty `{column}` values in {len(files)} parquet file(s)")
+    if chat_tokens:
+        tok.add_special_tokens(list(CHAT_TOKENS))
     seconds = time.perf_counter() - start
     training = {
         "inputs": [str(f) for f in files],
@@ -122,6 +131,7 @@ def train_tokenizer(
         "min_frequency": min_frequency,
         "seed": seed,
         "separator": {"token": EOT, "placement": "appended after each document by the shard writer"},
+        "chat_tokens": list(CHAT_TOKENS) if chat_tokens else [],
         "sample": asdict(stats),
         "seconds": round(seconds, 3),
     }
@@ -153,6 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--column", default="text")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--no-chat-tokens", action="store_true", help="do not reserve <|user|> <|assistant|> <|end|>")
     args = parser.parse_args(argv)
     with errors_as_one_line(ValueError, OSError):  # bad sizes, missing or unreadable inputs, unwritable --out
         result = _train_from_args(args)
@@ -181,6 +192,7 @@ def _train_from_args(args: argparse.Namespace) -> TrainResult:
         column=args.column,
         progress=not args.quiet,
         words=args.words,
+        chat_tokens=not args.no_chat_tokens,
     )
 
 

@@ -5,6 +5,7 @@ Kept apart from the loop so the CLI, the tests and the benchmark all time and ch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
@@ -51,6 +52,7 @@ class TrainEngine:
         pp_schedule: PPSchedule = "1F1B",
         fsdp: bool | None = None,
         document_eot: int | None = None,
+        adapt: Callable[[Transformer], None] | None = None,
     ) -> None:
         self.device, self.optim_cfg, self.world_size = dist_info.device, optim, dist_info.world_size
         self.mesh = dist_info.mesh
@@ -67,6 +69,8 @@ class TrainEngine:
         self.fsdp = fsdp if fsdp is not None else (dist_info.world_size > 1 or param_dtype is not None)
 
         def prepare(model: Transformer) -> nn.Module:
+            if adapt is not None:  # a change to the meta model before sharding (e.g. trainer.lora's adapters)
+                adapt(model)
             if self.fsdp:
                 return parallelize(
                     model, dist_info.mesh, ac=ac, compile=compile, param_dtype=param_dtype, pipeline=self.pipeline

@@ -92,6 +92,33 @@ def hf_config(cfg: ModelConfig, dtype: torch.dtype, eos_id: int | None, bos_id: 
     return config
 
 
+def model_config_from_hf(config: dict[str, Any]) -> ModelConfig | None:
+    """Our ModelConfig for an HF Llama/Qwen3 config, or None when our model cannot represent it."""
+    if config.get("model_type") not in ("llama", "qwen3"):
+        return None
+    dim, heads = config["hidden_size"], config["num_attention_heads"]
+    rope = config.get("rope_parameters") or {}
+    if config.get("rope_scaling") or rope.get("rope_type", "default") != "default":
+        return None
+    if config.get("head_dim", dim // heads) != dim // heads or config.get("attention_bias") or config.get("mlp_bias"):
+        return None
+    if config.get("hidden_act", "silu") != "silu":
+        return None
+    return ModelConfig(
+        dim=dim,
+        n_layers=config["num_hidden_layers"],
+        n_heads=heads,
+        n_kv_heads=config.get("num_key_value_heads", heads),
+        ffn_dim=config["intermediate_size"],
+        vocab_size=config["vocab_size"],
+        max_seq_len=config["max_position_embeddings"],
+        rope_theta=float(config.get("rope_theta") or rope.get("rope_theta", 10000.0)),
+        norm_eps=config["rms_norm_eps"],
+        qk_norm=config["model_type"] == "qwen3",
+        tie_embeddings=bool(config.get("tie_word_embeddings", False)),
+    )
+
+
 def export_hf(
     state_dict: dict[str, torch.Tensor],
     cfg: ModelConfig,
