@@ -16,6 +16,7 @@ from trainer.context_parallel import check_supported, sharded_sequences
 from trainer.distributed import DistInfo, all_reduce_mean
 from trainer.materialize import build_sharded
 from trainer.model import Transformer, lm_loss
+from trainer.moe import MoEStepStats, finish_step, set_aux_scale
 from trainer.optim import OptimConfig, build_optimizer
 from trainer.parallelize import ACMode, apply_activation_checkpointing, parallelize, set_gradient_sync
 from trainer.pipeline_parallel import Pipeline, PPSchedule, clip_grad_norm
@@ -32,6 +33,7 @@ class StepOutput:
     grad_norm: torch.Tensor
     lr: float
     spike: Spike | None = None  # set when the guard skipped the update
+    moe: MoEStepStats | None = None  # router statistics of a MoE model (trainer/moe.py)
 
 
 class TrainEngine:
@@ -55,6 +57,8 @@ class TrainEngine:
         self.device, self.optim_cfg, self.world_size = dist_info.device, optim, dist_info.world_size
         self.mesh = dist_info.mesh
         check_supported(dist_info.dims.cp, model_cfg, pp=dist_info.dims.pp, document_masking=document_eot is not None)
+        if model_cfg.moe_experts and (dist_info.dims.tp > 1 or dist_info.dims.pp > 1):
+            raise ValueError("a mixture-of-experts model trains under FSDP / HSDP layouts only (--tp 1 --pp 1)")
         self.cp = dist_info.dims.cp > 1  # context parallel: each cp rank runs a slice of every sequence
         self.forward_kw = {} if document_eot is None else {"document_eot": document_eot}  # document masking
         param_dtype = torch.bfloat16 if bf16 else None
@@ -115,6 +119,7 @@ class TrainEngine:
         """
         self.optimizer.zero_grad(set_to_none=True)
         n = len(micro_batches)
+        set_aux_scale(self.model, 1.0 / n)  # the MoE auxiliary loss is averaged as the LM loss is
         total = torch.zeros((), device=self.device)
         if self.pipeline is not None:
             total = self.pipeline.forward_backward(micro_batches)
@@ -137,7 +142,8 @@ class TrainEngine:
         if spike is None:
             self.optimizer.step()
         self.scheduler.step()
-        return StepOutput(mean_loss, grad_norm.detach(), lr, spike)
+        moe = finish_step(self.model, self.world_size)
+        return StepOutput(mean_loss, grad_norm.detach(), lr, spike, moe)
 
     @torch.no_grad()
     def evaluate(self, batches: list[torch.Tensor]) -> float:

@@ -25,6 +25,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 from common.cli import fail
 from trainer.checkpoint_trust import UntrustedCheckpoint
 from trainer.config import ModelConfig
+from trainer.moe_export import moe_config, moe_tensors
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,8 @@ def hf_name(name: str) -> str:
 
 
 def hf_config(cfg: ModelConfig, dtype: torch.dtype, eos_id: int | None, bos_id: int | None) -> dict[str, Any]:
-    """config.json for LlamaForCausalLM, or Qwen3ForCausalLM when QK-norm is on."""
+    """config.json for LlamaForCausalLM, or Qwen3ForCausalLM when QK-norm is on (their MoE forms:
+    `trainer.moe_export`)."""
     arch, model_type = ("Qwen3ForCausalLM", "qwen3") if cfg.qk_norm else ("LlamaForCausalLM", "llama")
     config: dict[str, Any] = {
         "architectures": [arch],
@@ -86,6 +88,8 @@ def hf_config(cfg: ModelConfig, dtype: torch.dtype, eos_id: int | None, bos_id: 
     }
     if cfg.qk_norm:
         config.update({"use_sliding_window": False, "sliding_window": None, "max_window_layers": cfg.n_layers})
+    if cfg.moe_experts:
+        config.update(moe_config(cfg))
     return config
 
 
@@ -108,7 +112,9 @@ def export_hf(
     for name, tensor in state_dict.items():
         if name == "output.weight" and cfg.tie_embeddings:
             continue  # shared with the embedding; HF re-ties it from tie_word_embeddings
-        tensors[hf_name(name)] = tensor.detach().to("cpu", dtype).contiguous()
+        moe = moe_tensors(name, tensor, cfg) if cfg.moe_experts else None
+        for key, value in (moe if moe is not None else {hf_name(name): tensor}).items():
+            tensors[key] = value.detach().to("cpu", dtype).contiguous()
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     (out_dir / "config.json").write_text(json.dumps(hf_config(cfg, dtype, eos_id, bos_id), indent=2) + "\n")
     if tokenizer is not None:

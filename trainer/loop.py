@@ -26,6 +26,7 @@ from trainer.export_hf import export_live
 from trainer.init_from import init_from, mixture_record
 from trainer.mesh import ParallelDims
 from trainer.metrics import DataIndexWriter, MetricsLogger, Throughput
+from trainer.moe_export import moe_format
 from trainer.output_lock import lock_output
 from trainer.pipeline_parallel import export_from_checkpoint
 from trainer.prepare import PreparedData, prepare_data
@@ -145,6 +146,8 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
     out = Path(cfg.out)
     profiler = StepProfiler(cfg.profile_steps, out, info.rank, info.device)
     data = prepare_data(cfg, info)
+    if cfg.export_hf and data.model_cfg.moe_experts:
+        moe_format(data.model_cfg)  # a MoE no transformers format routes like: refused before step 1
     lock = lock_output(out, info)  # one run writes `out` (checkpoints, metrics) until this one ends
     if lock is not None:
         held.callback(lock.release)
@@ -239,7 +242,8 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
         elif step % cfg.log_every == 0 or step in (1, plan.steps, stop):
             losses.append((step, float(result.loss)))
             record = {"step": step, "loss": losses[-1][1], "grad_norm": float(result.grad_norm), "lr": result.lr}
-            metrics.log({**record, **throughput.measure(step)})
+            moe = result.moe.record() if result.moe is not None else {}
+            metrics.log({**record, **throughput.measure(step), **moe})
         if evaluates and cfg.eval_every and step % cfg.eval_every == 0:
             evaluate(step)
         if cfg.checkpoint_every and step % cfg.checkpoint_every == 0:

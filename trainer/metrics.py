@@ -38,10 +38,11 @@ def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     """Training FLOPs per token: 6 N (matmul params, fwd + bwd) + 12 L d T (attention scores and values).
 
     N counts every weight that is a matmul: all but the input embedding lookup (with tied embeddings
-    the shared matrix is counted once, as the output head). The attention term is the PaLM/torchtitan
+    the shared matrix is counted once, as the output head); of a MoE layer the router and the top_k
+    experts a token runs through (the active parameters), not all E. The attention term is the PaLM/torchtitan
     convention (no discount for the causal mask), so MFU is comparable with theirs.
     """
-    matmul_params = cfg.num_params(include_embedding=False)
+    matmul_params = cfg.active_params(include_embedding=False)
     if cfg.tie_embeddings:
         matmul_params += cfg.vocab_size * cfg.dim
     return 6 * matmul_params + 12 * cfg.n_layers * cfg.dim * seq_len

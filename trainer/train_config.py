@@ -16,6 +16,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from trainer.config import BalanceKind, GateKind
 from trainer.optim import OptimConfig
 from trainer.parallelize import ACMode
 from trainer.pipeline_parallel import PPSchedule
@@ -42,6 +43,17 @@ class TrainConfig:
     untied: bool = False
     document_masking: bool = False  # attention and RoPE positions stop at <|endoftext|> inside a window
     vocab_multiple: int = 64
+    # Mixture of experts (trainer/moe.py): each overrides the model preset's / YAML's moe_* field when given.
+    moe_experts: int | None = None
+    moe_top_k: int | None = None
+    moe_every: int | None = None
+    moe_capacity: float | None = None
+    moe_ffn_dim: int | None = None
+    moe_gate: GateKind | None = None
+    moe_balance: BalanceKind | None = None
+    moe_aux_coef: float | None = None
+    moe_bias_rate: float | None = None
+    moe_shared_expert: bool | None = None
     seq_len: int | None = None  # default: the manifest's seq_len
     global_batch_tokens: int | None = None  # derives micro_batch x grad_accum (trainer.batch)
     micro_batch: int = 8
@@ -115,6 +127,16 @@ class TrainConfig:
 HELP: dict[str, str] = {
     "model": "a preset (tiny, 125M, 350M, 1B, 7B) or a YAML/JSON file of ModelConfig fields (trainer/config.py)",
     "dim": "model width; with --n-layers --n-heads --n-kv-heads --ffn-dim overrides the --model preset's shape",
+    "moe_experts": "mixture of experts: E SwiGLU experts in every --moe-every-th block's MLP (0: dense)",
+    "moe_top_k": "experts each token is routed to",
+    "moe_every": "layer i is a MoE layer when (i + 1) %% N == 0 (1: every layer)",
+    "moe_capacity": "capacity factor: an expert takes at most ceil(c * tokens * top_k / E) assignments per "
+    "forward in training, the rest are dropped and counted (0: dropless)",
+    "moe_ffn_dim": "hidden size of each expert (default: --ffn-dim)",
+    "moe_gate": "softmax (Mixtral) or sigmoid (DeepSeek-V3) gate scores, renormalised over the top k",
+    "moe_balance": "aux: Switch/Mixtral auxiliary loss (x --moe-aux-coef); bias: DeepSeek-V3's selection "
+    "bias moved by --moe-bias-rate each step, no auxiliary loss; none",
+    "moe_shared_expert": "one more SwiGLU every token passes through (DeepSeek-MoE)",
     "vocab_multiple": "pad the model vocabulary up to a multiple of this (1: no padding); GPUs prefer 64",
     "global_batch_tokens": "tokens per optimizer step; derives --grad-accum (and lowers --micro-batch "
     "to a divisor if needed) from --seq-len and the number of ranks; --micro-batch is the upper bound",
