@@ -17,6 +17,7 @@ from trainer.distributed import DistInfo, all_reduce_mean
 from trainer.materialize import build_sharded
 from trainer.model import Transformer, lm_loss
 from trainer.moe import MoEStepStats, finish_step, set_aux_scale
+from trainer.muon import build_muon
 from trainer.optim import OptimConfig, build_optimizer
 from trainer.parallelize import ACMode, apply_activation_checkpointing, parallelize, set_gradient_sync
 from trainer.pipeline_parallel import Pipeline, PPSchedule, clip_grad_norm
@@ -85,7 +86,14 @@ class TrainEngine:
             # `to_empty` swaps each parameter for a new tensor, which unties a plain module's shared
             # weight (fully_shard keeps it tied); the replay initialised the embedding, so tie to it.
             self.model.output.weight = self.model.tok_embeddings.weight
-        self.optimizer = build_optimizer(self.model, optim.lr, optim.weight_decay, optim.betas)
+        if optim.optimizer == "muon":
+            if dist_info.dims.pp > 1 or dist_info.dims.tp > 1:
+                raise ValueError("--optimizer muon runs under FSDP / HSDP layouts only (--tp 1 --pp 1)")
+            self.optimizer: torch.optim.Optimizer = build_muon(
+                self.model, optim.lr, optim.weight_decay, optim.betas, optim.muon_momentum
+            )
+        else:
+            self.optimizer = build_optimizer(self.model, optim.lr, optim.weight_decay, optim.betas)
         self.scheduler = build_scheduler(
             self.optimizer,
             total_steps,

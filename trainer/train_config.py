@@ -119,6 +119,8 @@ class TrainConfig:
         if not 0 <= optim.min_lr_ratio <= 1 or not all(0 <= b < 1 for b in optim.betas):
             raise ValueError(f"--min-lr-ratio must be in [0, 1] and --betas in [0, 1), got {optim.min_lr_ratio}, "
                              f"{optim.betas}")  # fmt: skip
+        if not 0 <= optim.muon_momentum < 1:
+            raise ValueError(f"--muon-momentum must be in [0, 1), got {optim.muon_momentum}")
         if self.eval_task and (self.tp > 1 or self.pp > 1):
             raise ValueError("--eval-task runs under FSDP / HSDP layouts only (--tp 1 --pp 1)")
         check_writable(self.out)
@@ -144,6 +146,9 @@ HELP: dict[str, str] = {
     "the LR schedule still spans the whole epoch unless --schedule-span max_steps",
     "schedule_span": "epoch: warmup/decay over the whole epoch; max_steps: over --max-steps (a short run decays fully)",
     "betas": "AdamW (beta1, beta2)",
+    "optimizer": "adamw, or muon: Muon (Newton-Schulz orthogonalised momentum, RMS matched to AdamW so --lr "
+    "carries over) on the hidden matrices, AdamW on the embedding, head and norms (trainer/muon.py)",
+    "muon_momentum": "Muon's Nesterov momentum",
     "document_masking": "attention does not cross <|endoftext|> inside a window and positions restart per "
     "document (an SDPA mask: slower than plain causal attention)",
     "spike_guard": "skip an update whose loss or grad norm is not finite or > mean + sigma*std of the last "
