@@ -25,6 +25,7 @@ from trainer.eval_tasks import TaskEvaluator, eval_record
 from trainer.export_hf import export_live
 from trainer.init_from import init_from, mixture_record
 from trainer.mesh import ParallelDims
+from trainer.metric_sinks import open_sinks, parse_sinks
 from trainer.metrics import DataIndexWriter, MetricsLogger, Throughput
 from trainer.moe_export import moe_format
 from trainer.output_lock import lock_output
@@ -143,6 +144,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
         raise ValueError("--init-optimizer needs --init-from")
     cfg.check()
     tasks = load_tasks(cfg.eval_task, "--eval-task")  # before anything is written to `out`
+    parse_sinks(cfg.log_to)
     out = Path(cfg.out)
     profiler = StepProfiler(cfg.profile_steps, out, info.rank, info.device)
     data = prepare_data(cfg, info)
@@ -184,7 +186,8 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
         out.mkdir(parents=True, exist_ok=True)
         (out / "run_config.json").write_text(json.dumps(meta, indent=1, default=str))
 
-    metrics = MetricsLogger(out / "metrics.jsonl", info.is_main, start_step=loader.step)
+    sinks = open_sinks(cfg.log_to, out, info.is_main, loader.step)
+    metrics = MetricsLogger(out / "metrics.jsonl", info.is_main, start_step=loader.step, sinks=sinks)
     indices = DataIndexWriter(out / "data_indices", info.rank) if cfg.save_data_indices else None
     throughput = Throughput(data.model_cfg, plan, cfg.gpu, info, loader.step)
     losses: list[tuple[int, float]] = []

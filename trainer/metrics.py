@@ -131,11 +131,17 @@ class MetricsLogger:
     """One JSON object per line in `path` and a compact line on stdout; only the main rank writes."""
 
     def __init__(
-        self, path: Path | None, enabled: bool, stream: TextIO = sys.stdout, start_step: int | None = None
+        self,
+        path: Path | None,
+        enabled: bool,
+        stream: TextIO = sys.stdout,
+        start_step: int | None = None,
+        sinks: list[Any] | None = None,
     ) -> None:
         """`start_step`: the step the run starts after (the resumed checkpoint's, 0 for a fresh run); records
-        of later steps, which the run is about to log again, are dropped first (atomically)."""
-        self.enabled, self.stream = enabled, stream
+        of later steps, which the run is about to log again, are dropped first (atomically). `sinks`
+        (`trainer.metric_sinks`) get every record too."""
+        self.enabled, self.stream, self.sinks = enabled, stream, sinks or []
         self.file = None
         if enabled and path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -149,12 +155,16 @@ class MetricsLogger:
         if self.file is not None:
             self.file.write(json.dumps(record) + "\n")
             self.file.flush()
+        for sink in self.sinks:
+            sink.log(record)
         shown = " ".join(f"{k}={_fmt(v)}" for k, v in record.items() if not isinstance(v, dict))  # details: file only
         print(shown, file=self.stream, flush=True)
 
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
+        for sink in self.sinks:
+            sink.close()
 
 
 def keep_records_up_to(path: Path, step: int) -> int:

@@ -64,6 +64,7 @@ class TrainConfig:
     ac: ACMode = "none"
     compile: bool = False
     log_every: int = 10
+    log_to: str | None = None  # "tensorboard": the metrics records also as TensorBoard scalars (trainer.metric_sinks)
     eval_every: int = 0
     eval_task: list[str] = field(default_factory=list)  # NAME=PATH as `evals.run --task` (trainer.eval_tasks)
     eval_limit: int | None = None
@@ -159,6 +160,8 @@ HELP: dict[str, str] = {
     "profile_steps": "A:B: torch.profiler Chrome trace of optimizer steps A..B (1-based), one per rank, "
     "with shapes and memory, in OUT/profile/",
     "oom_snapshot": "CUDA: record allocator history; dump OUT/profile/oom_rankR.pickle when a step runs out of memory",
+    "log_to": "tensorboard: every metrics.jsonl record's numeric fields also as TensorBoard scalars in "
+    "OUT/tensorboard/ (rank 0)",
     "eval_every": "every N steps: the validation loss (with a held-out set) and the --eval-task tasks",
     "eval_task": "NAME=PATH, repeatable: bpb, blimp or mc on its file (as python -m evals.run --task), on the "
     "sharded model every --eval-every steps and at the end; figures into metrics.jsonl",
