@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from tests.support.trainer_inputs import read_jsonl, synthetic_run_inputs
+from tests.trainer.test_model import exported_logits_diff
 from trainer.config import get_preset
-from trainer.export_hf import export_hf
 from trainer.fsdp_train import TrainConfig, parse_args, train
 from trainer.metrics import flops_per_token
 from trainer.model import Transformer
@@ -145,14 +145,7 @@ def test_hf_export_loads_in_transformers_with_matching_logits(tmp_path: Path, va
     with torch.no_grad():  # sharper routing than the init's near-uniform gates
         for layer in moe_layers(ours):
             layer.router.weight.mul_(30)
-    export_hf(ours.state_dict(), cfg, tmp_path, eos_id=0)
-    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
-    assert type(hf).__name__ == arch
-    x = torch.randint(0, 100, (2, 24), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        diff = (hf(x).logits - ours(x)).abs().max().item()
-    print(f"HF export {arch}: max|logits diff| {diff:.3g}")
-    assert diff < 1e-4
+    assert exported_logits_diff(transformers, ours, cfg, tmp_path, arch) < 1e-4
 
 
 @pytest.mark.parametrize("variant", [{"moe_gate": "sigmoid"}, {"moe_balance": "bias"}, {"moe_shared_expert": True}])
