@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Literal
+
+GateKind = Literal["softmax", "sigmoid"]
+BalanceKind = Literal["aux", "bias", "none"]
 
 # Bounds on a model's shape: the presets are far inside them (7B: dim 4096, 32 layers); beyond them a
 # model file describes no model that trains here, and would fail only after the work before training.
@@ -29,6 +32,17 @@ class ModelConfig:
     qk_norm: bool = False
     tie_embeddings: bool = True
     init_std: float = 0.02
+    # Mixture of experts (trainer/moe.py); moe_experts 0 = dense. Layer i is MoE when (i + 1) % moe_every == 0.
+    moe_experts: int = 0
+    moe_top_k: int = 2
+    moe_every: int = 1
+    moe_capacity: float = 0.0  # capacity factor; 0: dropless
+    moe_ffn_dim: int = 0  # hidden size of each expert; 0: ffn_dim
+    moe_gate: GateKind = "softmax"
+    moe_balance: BalanceKind = "aux"
+    moe_aux_coef: float = 0.01
+    moe_bias_rate: float = 1e-3
+    moe_shared_expert: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -50,6 +64,28 @@ class ModelConfig:
             raise ValueError(f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}")
         if self.head_dim % 2:
             raise ValueError("head_dim must be even for RoPE")
+        if self.moe_experts:
+            self._check_moe()
+
+    def _check_moe(self) -> None:
+        if not 1 <= self.moe_top_k <= self.moe_experts:
+            raise ValueError(f"moe_top_k must be in [1, moe_experts={self.moe_experts}], got {self.moe_top_k}")
+        if self.moe_every < 1 or self.moe_capacity < 0 or self.moe_ffn_dim < 0 or self.moe_aux_coef < 0:
+            raise ValueError("moe_every must be >= 1, moe_capacity, moe_ffn_dim and moe_aux_coef >= 0")
+        if self.moe_gate not in ("softmax", "sigmoid") or self.moe_balance not in ("aux", "bias", "none"):
+            raise ValueError(f"moe_gate softmax|sigmoid and moe_balance aux|bias|none, got "
+                             f"{self.moe_gate!r}, {self.moe_balance!r}")  # fmt: skip
+
+    def is_moe_layer(self, index: int) -> bool:
+        return self.moe_experts > 0 and (index + 1) % self.moe_every == 0
+
+    @property
+    def expert_ffn_dim(self) -> int:
+        return self.moe_ffn_dim or self.ffn_dim
+
+    @property
+    def n_moe_layers(self) -> int:
+        return sum(self.is_moe_layer(i) for i in range(self.n_layers))
 
     def with_vocab(self, vocab_size: int, multiple_of: int = 64) -> ModelConfig:
         """Vocab padded up to `multiple_of`: matmuls on GPU are faster on aligned sizes."""
@@ -64,11 +100,22 @@ class ModelConfig:
         d, hd = self.dim, self.head_dim
         attn = d * self.n_heads * hd * 2 + d * self.n_kv_heads * hd * 2
         norms = 2 * d + (2 * hd if self.qk_norm else 0)
-        block = attn + 3 * d * self.ffn_dim + norms
+        dense_block = attn + 3 * d * self.ffn_dim + norms
         emb = self.vocab_size * d
         head = 0 if self.tie_embeddings else self.vocab_size * d
-        total = self.n_layers * block + d + head + (emb if include_embedding else 0)
-        return total
+        moe = self.n_moe_layers
+        total = (self.n_layers - moe) * dense_block + moe * (attn + norms + self._moe_ffn_params(self.moe_experts))
+        return total + d + head + (emb if include_embedding else 0)
+
+    def _moe_ffn_params(self, experts: int) -> int:
+        """Router (all E rows) + `experts` SwiGLU experts + the shared expert."""
+        per_expert = 3 * self.dim * self.expert_ffn_dim
+        return self.moe_experts * self.dim + (experts + int(self.moe_shared_expert)) * per_expert
+
+    def active_params(self, include_embedding: bool = True) -> int:
+        """Parameters one token uses: the MoE layers count top_k experts (+ the shared one), not all E."""
+        unused = self._moe_ffn_params(self.moe_experts) - self._moe_ffn_params(self.moe_top_k)
+        return self.num_params(include_embedding) - self.n_moe_layers * unused
 
 
 # Shapes follow published models of the same size: GPT-3 small/medium (125M, 350M), OLMo-1B /

@@ -17,6 +17,8 @@ from trainer.context_parallel import check_supported, sharded_sequences
 from trainer.distributed import DistInfo, all_reduce_mean
 from trainer.materialize import build_sharded
 from trainer.model import Transformer, lm_loss
+from trainer.moe import MoEStepStats, finish_step, set_aux_scale
+from trainer.muon import build_muon
 from trainer.optim import OptimConfig, build_optimizer
 from trainer.parallelize import ACMode, apply_activation_checkpointing, parallelize, set_gradient_sync
 from trainer.pipeline_parallel import Pipeline, PPSchedule, clip_grad_norm
@@ -33,6 +35,7 @@ class StepOutput:
     grad_norm: torch.Tensor
     lr: float
     spike: Spike | None = None  # set when the guard skipped the update
+    moe: MoEStepStats | None = None  # router statistics of a MoE model (trainer/moe.py)
 
 
 class TrainEngine:
@@ -57,6 +60,8 @@ class TrainEngine:
         self.device, self.optim_cfg, self.world_size = dist_info.device, optim, dist_info.world_size
         self.mesh = dist_info.mesh
         check_supported(dist_info.dims.cp, model_cfg, pp=dist_info.dims.pp, document_masking=document_eot is not None)
+        if model_cfg.moe_experts and (dist_info.dims.tp > 1 or dist_info.dims.pp > 1):
+            raise ValueError("a mixture-of-experts model trains under FSDP / HSDP layouts only (--tp 1 --pp 1)")
         self.cp = dist_info.dims.cp > 1  # context parallel: each cp rank runs a slice of every sequence
         self.forward_kw = {} if document_eot is None else {"document_eot": document_eot}  # document masking
         param_dtype = torch.bfloat16 if bf16 else None
@@ -85,7 +90,14 @@ class TrainEngine:
             # `to_empty` swaps each parameter for a new tensor, which unties a plain module's shared
             # weight (fully_shard keeps it tied); the replay initialised the embedding, so tie to it.
             self.model.output.weight = self.model.tok_embeddings.weight
-        self.optimizer = build_optimizer(self.model, optim.lr, optim.weight_decay, optim.betas)
+        if optim.optimizer == "muon":
+            if dist_info.dims.pp > 1 or dist_info.dims.tp > 1:
+                raise ValueError("--optimizer muon runs under FSDP / HSDP layouts only (--tp 1 --pp 1)")
+            self.optimizer: torch.optim.Optimizer = build_muon(
+                self.model, optim.lr, optim.weight_decay, optim.betas, optim.muon_momentum
+            )
+        else:
+            self.optimizer = build_optimizer(self.model, optim.lr, optim.weight_decay, optim.betas)
         self.scheduler = build_scheduler(
             self.optimizer,
             total_steps,
@@ -119,6 +131,7 @@ class TrainEngine:
         """
         self.optimizer.zero_grad(set_to_none=True)
         n = len(micro_batches)
+        set_aux_scale(self.model, 1.0 / n)  # the MoE auxiliary loss is averaged as the LM loss is
         total = torch.zeros((), device=self.device)
         if self.pipeline is not None:
             total = self.pipeline.forward_backward(micro_batches)
@@ -141,7 +154,8 @@ class TrainEngine:
         if spike is None:
             self.optimizer.step()
         self.scheduler.step()
-        return StepOutput(mean_loss, grad_norm.detach(), lr, spike)
+        moe = finish_step(self.model, self.world_size)
+        return StepOutput(mean_loss, grad_norm.detach(), lr, spike, moe)
 
     @torch.no_grad()
     def evaluate(self, batches: list[torch.Tensor]) -> float:

@@ -28,6 +28,7 @@ from common.cli import fail
 from common.lock import FolderUnavailable, check_apart, check_writable
 from trainer.checkpoint_trust import UntrustedCheckpoint
 from trainer.config import ModelConfig
+from trainer.moe_export import moe_config, moe_tensors
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,8 @@ def hf_name(name: str) -> str:
 
 
 def hf_config(cfg: ModelConfig, dtype: torch.dtype, eos_id: int | None, bos_id: int | None) -> dict[str, Any]:
-    """config.json for LlamaForCausalLM, or Qwen3ForCausalLM when QK-norm is on."""
+    """config.json for LlamaForCausalLM, or Qwen3ForCausalLM when QK-norm is on (their MoE forms:
+    `trainer.moe_export`)."""
     arch, model_type = ("Qwen3ForCausalLM", "qwen3") if cfg.qk_norm else ("LlamaForCausalLM", "llama")
     config: dict[str, Any] = {
         "architectures": [arch],
@@ -89,6 +91,8 @@ def hf_config(cfg: ModelConfig, dtype: torch.dtype, eos_id: int | None, bos_id: 
     }
     if cfg.qk_norm:
         config.update({"use_sliding_window": False, "sliding_window": None, "max_window_layers": cfg.n_layers})
+    if cfg.moe_experts:
+        config.update(moe_config(cfg))
     return config
 
 
@@ -138,7 +142,9 @@ def export_hf(
     for name, tensor in state_dict.items():
         if name == "output.weight" and cfg.tie_embeddings:
             continue  # shared with the embedding; HF re-ties it from tie_word_embeddings
-        tensors[hf_name(name)] = tensor.detach().to("cpu", dtype).contiguous()
+        moe = moe_tensors(name, tensor, cfg) if cfg.moe_experts else None
+        for key, value in (moe if moe is not None else {hf_name(name): tensor}).items():
+            tensors[key] = value.detach().to("cpu", dtype).contiguous()
     weights = out_dir / "model.safetensors"
     partial = weights.with_name(f".{weights.name}.tmp")  # a killed export leaves no half-written weights
     save_file(tensors, str(partial), metadata={"format": "pt"})

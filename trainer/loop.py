@@ -26,7 +26,9 @@ from trainer.eval_tasks import TaskEvaluator, eval_record
 from trainer.export_hf import export_live
 from trainer.init_from import init_from, mixture_record
 from trainer.mesh import ParallelDims
+from trainer.metric_sinks import open_sinks, parse_sinks
 from trainer.metrics import DataIndexWriter, MetricsLogger, Throughput
+from trainer.moe_export import moe_format
 from trainer.output_lock import lock_output
 from trainer.pipeline_parallel import export_from_checkpoint
 from trainer.prepare import PreparedData, prepare_data
@@ -144,11 +146,14 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
         raise ValueError("--init-optimizer needs --init-from")
     cfg.check()
     tasks = load_tasks(cfg.eval_task, "--eval-task")  # before anything is written to `out`
+    parse_sinks(cfg.log_to)
     out = Path(cfg.out)
     # a rerun erases nothing; a live run there is named (FolderLocked) before what it wrote
     rank0_verdict(lambda: check_output(out, cfg.resume, cfg.overwrite), (OutputInUse, FolderUnavailable))
     profiler = StepProfiler(cfg.profile_steps, out, info.rank, info.device)
     data = prepare_data(cfg, info)
+    if cfg.export_hf and data.model_cfg.moe_experts:
+        moe_format(data.model_cfg)  # a MoE no transformers format routes like: refused before step 1
     lock = lock_output(out, info)  # one run writes `out` (checkpoints, metrics) until this one ends
     if lock is not None:
         held.callback(lock.release)
@@ -189,7 +194,8 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
         out.mkdir(parents=True, exist_ok=True)
         (out / "run_config.json").write_text(json.dumps(meta, indent=1, default=str))
 
-    metrics = MetricsLogger(out / "metrics.jsonl", info.is_main, start_step=loader.step)
+    sinks = open_sinks(cfg.log_to, out, info.is_main, loader.step)
+    metrics = MetricsLogger(out / "metrics.jsonl", info.is_main, start_step=loader.step, sinks=sinks)
     indices = DataIndexWriter(out / "data_indices", info.rank) if cfg.save_data_indices else None
     throughput = Throughput(data.model_cfg, plan, cfg.gpu, info, loader.step)
     losses: list[tuple[int, float]] = []
@@ -247,7 +253,8 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
         elif step % cfg.log_every == 0 or step in (1, plan.steps, stop):
             losses.append((step, float(result.loss)))
             record = {"step": step, "loss": losses[-1][1], "grad_norm": float(result.grad_norm), "lr": result.lr}
-            metrics.log({**record, **throughput.measure(step)})
+            moe = result.moe.record() if result.moe is not None else {}
+            metrics.log({**record, **throughput.measure(step), **moe})
         if evaluates and cfg.eval_every and step % cfg.eval_every == 0:
             with throughput.excluded():  # not charged to the next step's tokens/s and MFU
                 evaluate(step)

@@ -40,10 +40,11 @@ def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     """Training FLOPs per token: 6 N (matmul params, fwd + bwd) + 12 L d T (attention scores and values).
 
     N counts every weight that is a matmul: all but the input embedding lookup (with tied embeddings
-    the shared matrix is counted once, as the output head). The attention term is the PaLM/torchtitan
+    the shared matrix is counted once, as the output head); of a MoE layer the router and the top_k
+    experts a token runs through (the active parameters), not all E. The attention term is the PaLM/torchtitan
     convention (no discount for the causal mask), so MFU is comparable with theirs.
     """
-    matmul_params = cfg.num_params(include_embedding=False)
+    matmul_params = cfg.active_params(include_embedding=False)
     if cfg.tie_embeddings:
         matmul_params += cfg.vocab_size * cfg.dim
     return 6 * matmul_params + 12 * cfg.n_layers * cfg.dim * seq_len
@@ -132,11 +133,17 @@ class MetricsLogger:
     """One JSON object per line in `path` and a compact line on stdout; only the main rank writes."""
 
     def __init__(
-        self, path: Path | None, enabled: bool, stream: TextIO = sys.stdout, start_step: int | None = None
+        self,
+        path: Path | None,
+        enabled: bool,
+        stream: TextIO = sys.stdout,
+        start_step: int | None = None,
+        sinks: list[Any] | None = None,
     ) -> None:
         """`start_step`: the step the run starts after (the resumed checkpoint's, 0 for a fresh run); records
-        of later steps, which the run is about to log again, are dropped first (atomically)."""
-        self.enabled, self.stream = enabled, stream
+        of later steps, which the run is about to log again, are dropped first (atomically). `sinks`
+        (`trainer.metric_sinks`) get every record too."""
+        self.enabled, self.stream, self.sinks = enabled, stream, sinks or []
         self.file = None
         if enabled and path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -150,12 +157,16 @@ class MetricsLogger:
         if self.file is not None:
             self.file.write(json.dumps(record) + "\n")
             self.file.flush()
+        for sink in self.sinks:
+            sink.log(record)
         shown = " ".join(f"{k}={_fmt(v)}" for k, v in record.items() if not isinstance(v, dict))  # details: file only
         print(shown, file=self.stream, flush=True)
 
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
+        for sink in self.sinks:
+            sink.close()
 
 
 def keep_records_up_to(path: Path, step: int) -> int:

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainer.config import ModelConfig
+from trainer.moe import Experts, MoE, moe_layers
 
 
 class RMSNorm(nn.Module):
@@ -116,14 +117,14 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-norm residual block: x + attn(norm(x)), then + mlp(norm(x))."""
+    """Pre-norm residual block: x + attn(norm(x)), then + mlp(norm(x)); the mlp is a MoE on MoE layers."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, index: int = 0) -> None:
         super().__init__()
         self.attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.attention = Attention(cfg)
         self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
-        self.feed_forward = FeedForward(cfg)
+        self.feed_forward: nn.Module = MoE(cfg) if cfg.is_moe_layer(index) else FeedForward(cfg)
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None = None
@@ -149,7 +150,7 @@ class Transformer(nn.Module):
             raise ValueError("ModelConfig.vocab_size must be set (from the tokenizer)")
         self.cfg = cfg
         self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
-        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
@@ -160,20 +161,24 @@ class Transformer(nn.Module):
         self.init_weights()
 
     def init_plan(self) -> Iterator[InitStep]:
-        """N(0, 0.02) everywhere; residual output projections scaled by 1/sqrt(2 L) (GPT-2); norms 1.
+        """N(0, 0.02) everywhere; residual output projections (attention wo, every SwiGLU's w2, the
+        experts' included) scaled by 1/sqrt(2 L) (GPT-2); norms 1.
 
         In the order the random numbers are drawn: whoever replays the plan in this order on full
         tensors after seeding gets the same weights.
         """
         std = self.cfg.init_std
+        scaled_std = std / math.sqrt(2 * self.cfg.n_layers)
         yield self.tok_embeddings, "weight", partial(nn.init.normal_, std=std)
         if not self.cfg.tie_embeddings:
             yield self.output, "weight", partial(nn.init.normal_, std=std)
         for name, module in self.named_modules():
             if isinstance(module, nn.Linear) and name != "output":
-                scaled = name.endswith(("attention.wo", "feed_forward.w2"))
-                layer_std = std / math.sqrt(2 * self.cfg.n_layers) if scaled else std
-                yield module, "weight", partial(nn.init.normal_, std=layer_std)
+                scaled = name.endswith(("attention.wo", "feed_forward.w2", "feed_forward.shared.w2"))
+                yield module, "weight", partial(nn.init.normal_, std=scaled_std if scaled else std)
+            elif isinstance(module, Experts):
+                for weight in ("w1", "w3", "w2"):
+                    yield module, weight, partial(nn.init.normal_, std=scaled_std if weight == "w2" else std)
             elif isinstance(module, RMSNorm):
                 yield module, "weight", nn.init.ones_
 
@@ -189,6 +194,8 @@ class Transformer(nn.Module):
         cos, sin = rope_cos_sin(self.cfg.head_dim, self.cfg.max_seq_len, self.cfg.rope_theta, self.rope_cos.device)
         self.rope_cos.copy_(cos)
         self.rope_sin.copy_(sin)
+        for layer in moe_layers(self):
+            layer.init_buffers()
 
     def forward(self, tokens: torch.Tensor, document_eot: int | None = None) -> torch.Tensor:
         """With `document_eot`, attention and positions stop at that token (document masking, off by default)."""

@@ -21,6 +21,7 @@ from trainer.config import PRESETS, ModelConfig
 from trainer.train_config import TrainConfig
 
 SHAPE_FLAGS = ("dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim")
+MOE_FLAGS = tuple(f.name for f in fields(ModelConfig) if f.name.startswith("moe_"))
 
 
 class ModelSpecError(ValueError):
@@ -77,6 +78,7 @@ def model_config(cfg: TrainConfig, vocab_size: int, seq_len: int) -> ModelConfig
         overrides["tie_embeddings"] = False
     if any(v is not None and v < 1 for v in overrides.values() if not isinstance(v, bool)):
         raise ModelSpecError(f"model shape flags must be >= 1, got {overrides}")
+    overrides.update({name: getattr(cfg, name) for name in MOE_FLAGS if getattr(cfg, name) is not None})
     shaped = _build(lambda: replace(base, **overrides), "model shape flags")
     if cfg.vocab_multiple < 1:
         raise ModelSpecError(f"--vocab-multiple must be >= 1, got {cfg.vocab_multiple}")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
 
 from trainer.schedule import ScheduleKind, default_warmup
+
+OptimizerKind = Literal["adamw", "muon"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,8 @@ class OptimConfig:
     grad_clip: float = 1.0
     z_loss: float = 0.0
     betas: tuple[float, float] = (0.9, 0.95)
+    optimizer: OptimizerKind = "adamw"  # muon: trainer/muon.py (Muon on hidden matrices, AdamW on the rest)
+    muon_momentum: float = 0.95
 
     def warmup_for(self, total_steps: int) -> int:
         """The warmup this run uses: the configured steps, or the recipe default for its length."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from common.cli import fail
 from trainer.config import PRESETS, ModelConfig
@@ -73,6 +73,7 @@ class Plan:
     activations_bytes: dict
     logits_bytes: float
     total_bytes: dict
+    moe: dict | None = None  # `moe_terms` for a mixture-of-experts shape
 
 
 def make_plan(
@@ -85,6 +86,7 @@ def make_plan(
     micro_batch: int = 1,
     shape: ModelConfig | None = None,
     vocab: int = 50304,
+    ep: int = 1,
 ) -> Plan:
     """Compute the plan; `shape` defaults to a Llama-like one derived from `params`."""
     if gpu not in PEAK_FLOPS:
@@ -92,7 +94,8 @@ def make_plan(
     cfg = shape or derive_shape(params, vocab)
     n, d = params, tokens if tokens is not None else CHINCHILLA_TOKENS_PER_PARAM * params
     attn_per_token = 12 * cfg.n_layers * cfg.dim * seq_len
-    c_6nd = 6 * n * d
+    moe = moe_terms(cfg, seq_len, micro_batch, ep) if cfg.moe_experts else None
+    c_6nd = 6 * (n * cfg.active_params() / cfg.num_params() if moe else n) * d  # a token runs its top_k experts
     c_all = c_6nd + attn_per_token * d
     sustained = gpus * PEAK_FLOPS[gpu] * mfu
     wall = c_all / sustained
@@ -135,7 +138,40 @@ def make_plan(
         activations_bytes=activations,
         logits_bytes=logits,
         total_bytes={k: base + v for k, v in activations.items()},
+        moe=moe,
     )
+
+
+def moe_terms(cfg: ModelConfig, seq_len: int, micro_batch: int, ep: int) -> dict[str, float]:
+    """What a mixture of experts changes: total vs active parameters, the experts' share of the
+    16 B/param states, and the all-to-all bytes per GPU per micro-batch under expert parallelism.
+
+    All-to-all: each MoE layer sends every token's k assignments (bf16, d values) to the experts' ranks
+    and back (dispatch + combine), in forward and again in backward: 4 x s b k d x 2 bytes, of which the
+    (ep - 1) / ep that leave the rank cross the network (DeepSeek-V3 / torchtitan's token dispatch).
+    """
+    expert_params = cfg.n_moe_layers * cfg.moe_experts * 3 * cfg.dim * cfg.expert_ffn_dim
+    per_layer = 4 * seq_len * micro_batch * cfg.moe_top_k * cfg.dim * 2 * (ep - 1) / ep
+    return {
+        "total_params": cfg.num_params(),
+        "active_params": cfg.active_params(),
+        "expert_params": expert_params,
+        "expert_state_bytes_per_ep_rank": 16 * expert_params / ep,
+        "all_to_all_bytes_per_micro_batch": cfg.n_moe_layers * per_layer,
+        "ep": ep,
+    }
+
+
+def _render_moe(moe: dict[str, float]) -> list[str]:
+    return [
+        "",
+        f"Mixture of experts (expert parallel {moe['ep']:.0f})",
+        f"  parameters: {moe['total_params']:.3g} total, {moe['active_params']:.3g} active per token "
+        f"(compute uses the active ones); experts {moe['expert_params']:.3g}",
+        f"  expert states (16 B/param) per EP rank before FSDP: {moe['expert_state_bytes_per_ep_rank'] / GIB:.2f} GiB",
+        f"  all-to-all per GPU per micro-batch (dispatch + combine, fwd + bwd): "
+        f"{moe['all_to_all_bytes_per_micro_batch'] / GIB:.3f} GiB",
+    ]
 
 
 def _human_time(seconds: float) -> str:
@@ -189,6 +225,8 @@ def render(p: Plan) -> str:
             f"-> total {p.total_bytes[mode] / GIB:8.2f}"
         )
     lines.append(f"  (without sharding, the 16 B/param states alone are {16 * p.params / GIB:.1f} GiB per GPU)")
+    if p.moe:
+        lines += _render_moe(p.moe)
     return "\n".join(lines)
 
 
@@ -221,6 +259,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--micro-batch", type=int, default=1, help="sequences per GPU per micro-step")
     parser.add_argument("--model", choices=sorted(SHAPES), help="use this shape (else derived from --params)")
     parser.add_argument("--vocab", type=int, default=50304)
+    parser.add_argument("--moe-experts", type=int, default=0, help="make the --model shape a MoE of E experts")
+    parser.add_argument("--moe-top-k", type=int, default=2)
+    parser.add_argument("--ep", type=int, default=1, help="expert-parallel degree for the all-to-all term")
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--global-batch-tokens", type=float, default=GLOBAL_BATCH_TOKENS)
     parser.add_argument("--layouts", type=int, default=10, help="how many layouts to list (0: none)")
@@ -231,6 +272,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("give --params or --model")
     check_plan_args(args)
     shape = SHAPES[args.model].with_vocab(args.vocab) if args.model else None
+    if args.moe_experts:
+        if shape is None:
+            parser.error("--moe-experts needs --model")
+        shape = replace(shape, moe_experts=args.moe_experts, moe_top_k=args.moe_top_k)
     params = args.params if args.params is not None else shape.num_params()  # type: ignore[union-attr]
     plan = make_plan(
         params,
@@ -242,6 +287,7 @@ def main(argv: list[str] | None = None) -> None:
         args.micro_batch,
         shape,
         args.vocab,
+        args.ep,
     )
     if args.json:
         print(json.dumps(asdict(plan), indent=1))

@@ -17,7 +17,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from trainer.config import MAX_SEQ_LEN
+from trainer.config import MAX_SEQ_LEN, BalanceKind, GateKind
 from trainer.optim import OptimConfig
 from trainer.parallelize import ACMode
 from trainer.pipeline_parallel import PPSchedule
@@ -44,6 +44,17 @@ class TrainConfig:
     untied: bool = False
     document_masking: bool = False  # attention and RoPE positions stop at <|endoftext|> inside a window
     vocab_multiple: int = 64
+    # Mixture of experts (trainer/moe.py): each overrides the model preset's / YAML's moe_* field when given.
+    moe_experts: int | None = None
+    moe_top_k: int | None = None
+    moe_every: int | None = None
+    moe_capacity: float | None = None
+    moe_ffn_dim: int | None = None
+    moe_gate: GateKind | None = None
+    moe_balance: BalanceKind | None = None
+    moe_aux_coef: float | None = None
+    moe_bias_rate: float | None = None
+    moe_shared_expert: bool | None = None
     seq_len: int | None = None  # default: the manifest's seq_len
     global_batch_tokens: int | None = None  # derives micro_batch x grad_accum (trainer.batch)
     micro_batch: int = 8
@@ -54,6 +65,7 @@ class TrainConfig:
     ac: ACMode = "none"
     compile: bool = False
     log_every: int = 10
+    log_to: str | None = None  # "tensorboard": the metrics records also as TensorBoard scalars (trainer.metric_sinks)
     eval_every: int = 0
     eval_task: list[str] = field(default_factory=list)  # NAME=PATH as `evals.run --task` (trainer.eval_tasks)
     eval_limit: int | None = None
@@ -113,6 +125,8 @@ class TrainConfig:
         if not 0 <= optim.min_lr_ratio <= 1 or not all(0 <= b < 1 for b in optim.betas):
             raise ValueError(f"--min-lr-ratio must be in [0, 1] and --betas in [0, 1), got {optim.min_lr_ratio}, "
                              f"{optim.betas}")  # fmt: skip
+        if not 0 <= optim.muon_momentum < 1:
+            raise ValueError(f"--muon-momentum must be in [0, 1), got {optim.muon_momentum}")
         if self.eval_task and (self.tp > 1 or self.pp > 1):
             raise ValueError("--eval-task runs under FSDP / HSDP layouts only (--tp 1 --pp 1)")
         check_writable(self.out)
@@ -132,6 +146,21 @@ HELP: dict[str, str] = {
     "ffn_dim": "SwiGLU hidden width (default: the preset's)",
     "qk_norm": "RMSNorm on queries and keys before attention (OLMo 2's stabiliser)",
     "untied": "separate input embedding and output head (--no-untied: one matrix for both)",
+    "moe_experts": "mixture of experts: E SwiGLU experts in every --moe-every-th block's MLP (0: dense)",
+    "moe_top_k": "experts each token is routed to",
+    "moe_every": "layer i is a MoE layer when (i + 1) %% N == 0 (1: every layer)",
+    "moe_capacity": "capacity factor: an expert takes at most ceil(c * tokens * top_k / E) assignments per "
+    "forward in training, the rest are dropped and counted (0: dropless)",
+    "moe_ffn_dim": "hidden size of each expert (default: --ffn-dim)",
+    "moe_gate": "softmax (Mixtral) or sigmoid (DeepSeek-V3) gate scores, renormalised over the top k",
+    "moe_balance": "aux: Switch/Mixtral auxiliary loss (x --moe-aux-coef); bias: DeepSeek-V3's selection "
+    "bias moved by --moe-bias-rate each step, no auxiliary loss; none",
+    "moe_aux_coef": "weight of the load-balancing auxiliary loss with --moe-balance aux (default 0.01)",
+    "moe_bias_rate": "step of the selection-bias update with --moe-balance bias (default 1e-3)",
+    "moe_shared_expert": "one more SwiGLU every token passes through (DeepSeek-MoE)",
+    "optimizer": "adamw, or muon: Muon (Newton-Schulz orthogonalised momentum, RMS matched to AdamW so --lr "
+    "carries over) on the hidden matrices, AdamW on the embedding, head and norms (trainer/muon.py)",
+    "muon_momentum": "Muon's Nesterov momentum",
     "document_masking": "attention does not cross <|endoftext|> inside a window and positions restart per "
     "document (an SDPA mask: slower than plain causal attention)",
     "vocab_multiple": "pad the model vocabulary up to a multiple of this (1: no padding); GPUs prefer 64",
@@ -194,6 +223,8 @@ HELP: dict[str, str] = {
     "pp": "pipeline stages",
     "cp": "context parallel degree (ring attention; CUDA only)",
     "pp_schedule": "pipeline schedule (with --pp > 1)",
+    "log_to": "tensorboard: every metrics.jsonl record's numeric fields also as TensorBoard scalars in "
+    "OUT/tensorboard/ (rank 0)",
 }
 
 

@@ -8,6 +8,7 @@ worker: it builds the engine on every rank and saves the gathered weights and ea
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,8 @@ CASES: dict[str, tuple[ModelConfig, str]] = {
     "tiny_tied": (get_preset("tiny").with_vocab(96), "none"),
     "tiny_untied_qk_ac": (get_preset("tiny", qk_norm=True, tie_embeddings=False).with_vocab(96), "selective"),
     "uneven": (ModelConfig(dim=40, n_layers=1, n_heads=4, n_kv_heads=2, ffn_dim=45, vocab_size=101), "full"),
+    # mixture of experts: stacked (E, F, D) expert weights, a router, a shared expert, the bias buffer
+    "moe": (replace(get_preset("tiny"), moe_experts=3, moe_top_k=2, moe_shared_expert=True).with_vocab(96), "full"),
 }
 
 

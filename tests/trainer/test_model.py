@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
-from trainer.config import PRESETS, get_preset
+from trainer.config import PRESETS, ModelConfig, get_preset
 from trainer.export_hf import export_hf
 from trainer.metrics import flops_per_token
 from trainer.model import Attention, Transformer, apply_rope, lm_loss, rope_cos_sin
@@ -117,11 +118,16 @@ def test_hf_export_loads_in_transformers_with_matching_logits(tmp_path: Path, va
         for name, p in ours.named_parameters():
             if name.endswith("norm.weight"):
                 p.add_(torch.randn_like(p) * 0.1)
-    export_hf(ours.state_dict(), cfg, tmp_path, eos_id=0)
-    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
+    assert exported_logits_diff(transformers, ours, cfg, tmp_path, arch) < 1e-5
+
+
+def exported_logits_diff(transformers: Any, ours: Transformer, cfg: ModelConfig, out: Path, arch: str) -> float:
+    """Export `ours`, load it with `transformers` as `arch`, return max |logits diff| on random tokens."""
+    export_hf(ours.state_dict(), cfg, out, eos_id=0)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
     assert type(hf).__name__ == arch
     x = torch.randint(0, 100, (2, 24), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         diff = (hf(x).logits - ours(x)).abs().max().item()
     print(f"HF export {arch}: max|logits diff| {diff:.3g}")
-    assert diff < 1e-5
+    return diff
