@@ -26,6 +26,7 @@ from curate.pipeline import build_curate_pipeline
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
 from pipelines.layout import RunLayout
 from pipelines.recipe import Recipe, load_recipe
+from pipelines.slurm_cluster import cli as slurm_cli
 from pipelines.sources import DEFAULT_CC_BASE, ResolvedSource, SourceError, resolve_source
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --executor ray: Ray memory each task reserves, in GB (default: datatrove's 2 GB per CPU, "
         "lowered to what the largest node offers); a request no node can hold is an error before any work",
     )
+    slurm_cli.add_arguments(parser)
     parser.add_argument("--no-dedup", action="store_true", help="skip MinHash deduplication after curation")
     parser.add_argument(
         "--dedup-against",
@@ -131,7 +133,10 @@ def prepare_run(
 
 
 def executor_options(args: argparse.Namespace) -> dict:
-    """Options the chosen executor reads: with ``--executor ray`` the cluster and the task sizes (``RayOptions``)."""
+    """Options the chosen executor reads: with ``--executor ray`` the cluster and the task sizes (``RayOptions``),
+    with ``--executor slurm`` the arrays' partition, time and sizes (``SlurmOptions``)."""
+    if args.executor == "slurm":
+        return {"slurm": slurm_cli.slurm_options(args), "workers_set": args.workers is not None}
     if args.executor != "ray":
         return {}
     from pipelines.ray_cluster.executor import RayOptions
@@ -244,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         recipe.curate.check_models()
         knobs = chain_knobs(args)
         against = dedup_indexes(args, recipe, Path(args.out) / source.dump)
+        slurm_cli.check_args(args, source, args.tasks or len(source.paths))
+        if args.detach:
+            return slurm_cli.submit_driver(argv, args, Path(args.out) / source.dump)
         _run_lock = FolderLock(Path(args.out) / source.dump, "pipelines.run").acquire()  # one writer, until exit
         layout = prepare_run(recipe, source, Path(args.out), argv, against)
         children_die_with_me()  # a SIGKILLed run leaves no Manager server, pool worker or sandbox behind
