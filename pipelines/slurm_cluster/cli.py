@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipelines.slurm_cluster.cluster import SlurmOptions, SlurmSubmitError, check_submission, require_clients
-from pipelines.slurm_cluster.executor import environment_command
+from common.slurm import SlurmError, job_environment, require_clients, sbatch_directives
+from pipelines.slurm_cluster.cluster import SlurmOptions, check_submission
 from pipelines.sources import ResolvedSource
 
 DRIVER_MEM_MB = 2048
@@ -45,11 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def slurm_options(args: argparse.Namespace) -> SlurmOptions:
     """The flags as ``SlurmOptions``; counts checked (one-line errors)."""
     if args.slurm_cpus_per_task < 1:
-        raise SlurmSubmitError(f"--slurm-cpus-per-task must be >= 1, got {args.slurm_cpus_per_task}")
+        raise SlurmError(f"--slurm-cpus-per-task must be >= 1, got {args.slurm_cpus_per_task}")
     if not args.slurm_mem_per_cpu > 0:
-        raise SlurmSubmitError("--slurm-mem-per-cpu must be > 0 (GB)")
+        raise SlurmError("--slurm-mem-per-cpu must be > 0 (GB)")
     if args.slurm_retries < 0:
-        raise SlurmSubmitError(f"--slurm-retries must be >= 0, got {args.slurm_retries}")
+        raise SlurmError(f"--slurm-retries must be >= 0, got {args.slurm_retries}")
+    sbatch_directives(args.sbatch_arg)  # a malformed one refused now, not at submission
     return SlurmOptions(
         partition=args.slurm_partition,
         time=args.slurm_time,
@@ -65,10 +66,10 @@ def check_args(args: argparse.Namespace, source: ResolvedSource, tasks: int) -> 
     cluster checks of ``cluster.check_submission``."""
     if args.executor != "slurm":
         if args.detach:
-            raise SlurmSubmitError("--detach needs --executor slurm")
+            raise SlurmError("--detach needs --executor slurm")
         return
     if args.train:
-        raise SlurmSubmitError("--train with --executor slurm: curate here, then train with python -m trainer.slurm")
+        raise SlurmError("--train with --executor slurm: curate here, then train with python -m trainer.slurm")
     check_submission(slurm_options(args), [os.path.join(source.base, path) for path in source.paths], tasks)
 
 
@@ -79,7 +80,7 @@ def submit_driver(argv: list[str], args: argparse.Namespace, run_root: Path) -> 
     logs = run_root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     command = shlex.join([sys.executable, "-m", "pipelines.run", *(a for a in argv if a != "--detach")])
-    script = f"#!/bin/bash\n{environment_command()}\nexec {command}\n"
+    script = f"#!/bin/bash\n{job_environment()}\nexec {command}\n"
     cmd = ["sbatch", "--parsable", "--job-name=cc2model-driver", "--cpus-per-task=1", f"--mem={DRIVER_MEM_MB}M",
            f"--output={logs}/slurm-driver-%j.out"]  # fmt: skip
     if options.partition:
@@ -87,7 +88,7 @@ def submit_driver(argv: list[str], args: argparse.Namespace, run_root: Path) -> 
     proc = subprocess.run(cmd, input=script, capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines()
-        raise SlurmSubmitError(f"sbatch refused the driver job: {lines[-1] if lines else proc.returncode}")
+        raise SlurmError(f"sbatch refused the driver job: {lines[-1] if lines else proc.returncode}")
     job = proc.stdout.strip().split(";")[0]
     print(f"submitted the driver as Slurm job {job}")
     print(f"progress: tail -f {logs}/slurm-driver-{job}.out   (queue: squeue -j {job}; stop: scancel {job})")

@@ -20,18 +20,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 from datatrove.executor.slurm import SlurmPipelineExecutor
 
+from common.slurm import job_environment
 from pipelines.errors import ExecutorError
 from pipelines.layout import StageFolder
 from pipelines.slurm_cluster.cluster import SlurmOptions
 
-REPO = Path(__file__).resolve().parents[2]  # pipelines/slurm_cluster/executor.py -> the project root
 POLL_S = 2.0
 PROGRESS_EVERY_S = 10.0
 JOBS_FILE = "slurm_jobs.json"
@@ -51,12 +49,6 @@ def queued(job_ids: list[str]) -> Counter:
     if proc.returncode != 0:  # every id already purged from the controller: "Invalid job id specified"
         return Counter()
     return Counter(line.strip() for line in proc.stdout.splitlines() if line.strip())
-
-
-def environment_command() -> str:
-    """The job script's first lines: this interpreter's ``bin/`` (``launch_pickled_pipeline``) and the project."""
-    bindir = Path(sys.executable).parent
-    return f'export PATH="{bindir}:$PATH"\nexport PYTHONPATH="{REPO}${{PYTHONPATH:+:$PYTHONPATH}}"'
 
 
 def leave_enclosing_job() -> None:
@@ -156,7 +148,7 @@ def slurm_executor(
         workers=min(workers, tasks) if workers_set else -1,
         job_name=f"cc2model-{logging_dir.stage}",
         qos="",
-        env_command=environment_command(),
+        env_command=job_environment(),
         sbatch_args=slurm.sbatch_dict(),
         logging_dir=logging_dir,
         mail_type="NONE",

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,23 +16,18 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from common.slurm import SlurmError, parse_time
 from pipelines.run import main as run_main
-from pipelines.slurm_cluster.cluster import SlurmSubmitError, parse_time
 from tests.support.cli import REPO, run_cli
 from tests.support.mirror import write_mirror
-from tests.support.slurm_cluster import SlurmCluster, SlurmUnavailable, slurm_cluster
+from tests.support.slurm_cluster import SlurmCluster, cluster_or_skip
 
 CRAWL = "CC-MAIN-2024-18"
 
 
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[SlurmCluster]:
-    folder = Path(tempfile.mkdtemp(prefix="slurm", dir="/tmp"))  # short: munge's socket path
-    try:
-        with slurm_cluster(folder) as cluster:
-            yield cluster
-    except SlurmUnavailable as err:
-        pytest.skip(f"no test Slurm cluster: {err}")
+    yield from cluster_or_skip()
 
 
 def _docs(folder: Path) -> list[tuple[str, str]]:
@@ -79,7 +73,7 @@ def test_slurm_time_limits_parse_as_sbatch_reads_them(text: str, seconds: int) -
 
 @pytest.mark.parametrize("text", ["", "0", "1h", "1:2:3:4", "-5"])
 def test_a_malformed_time_limit_is_refused(text: str) -> None:
-    with pytest.raises(SlurmSubmitError):
+    with pytest.raises(SlurmError):
         parse_time(text)
 
 
@@ -88,7 +82,7 @@ def test_without_slurm_on_the_machine_nothing_is_written(tmp_path, monkeypatch, 
     out = tmp_path / "out"
     assert run_main(["sample", "--executor", "slurm", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["error: no Slurm on this machine: sbatch, squeue, sinfo, scancel not found on PATH"]
+    assert err == ["error: no Slurm on this machine: sbatch, squeue, sinfo, scancel, scontrol not found on PATH"]
     assert not out.exists()
 
 
@@ -96,7 +90,8 @@ def test_without_slurm_on_the_machine_nothing_is_written(tmp_path, monkeypatch, 
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--slurm-partition", "gpu-h100"], "unknown partition 'gpu-h100'; available: debug"),
+        (["--slurm-partition", "gpu-h100"], "unknown partition 'gpu-h100'; available: debug, short"),
+        (["--slurm-partition", "short", "--slurm-time", "10"], "--slurm-time 10 exceeds partition short's limit"),
         (["--slurm-time", "0:01"], "--slurm-time 0:01 is shorter than one curate task's estimate 0:00:06"),
         (["--slurm-time", "2h"], "--slurm-time '2h': not a Slurm time limit"),
         (["--slurm-mem-per-cpu", "64"], "a task asks 64 GB (1 CPU x --slurm-mem-per-cpu 64)"),

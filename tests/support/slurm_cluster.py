@@ -16,16 +16,20 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from tests.support.processes import alive, descendants, wait_gone
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "sinfo", "scancel", "scontrol", "srun")
 PARTITION = "debug"
+SHORT = "short"  # a 5-minute limit, for the checks against a partition's limit
 CPUS = 2
 
 
@@ -106,6 +110,7 @@ def write_conf(folder: Path, munge_socket: Path) -> Path:
         "KillWait=5",
         f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={CPUS} RealMemory=8000 State=UNKNOWN",
         f"PartitionName={PARTITION} Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
+        f"PartitionName={SHORT} Nodes=localhost MaxTime=5 State=UP",
     ]
     conf = folder / "slurm.conf"
     conf.write_text("\n".join(lines) + "\n")
@@ -141,7 +146,7 @@ def _node_idle(cluster: SlurmCluster) -> bool:
         out = cluster.run("sinfo", "-h", "-N", "-o", "%t", timeout=10).stdout.split()
     except subprocess.TimeoutExpired:
         return False
-    return out == ["idle"]
+    return bool(out) and set(out) == {"idle"}  # one line per partition the node is in
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
@@ -189,3 +194,16 @@ def slurm_cluster(folder: Path) -> Iterator[SlurmCluster]:
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = saved
+
+
+def cluster_or_skip() -> Iterator[SlurmCluster]:
+    """For a module fixture (``yield from``): a cluster in a short folder under /tmp, or the test skipped
+    with the reason it could not start."""
+    folder = Path(tempfile.mkdtemp(prefix="slurm", dir="/tmp"))  # short: munge's socket path
+    try:
+        with slurm_cluster(folder) as cluster:
+            yield cluster
+    except SlurmUnavailable as err:
+        pytest.skip(f"no test Slurm cluster: {err}")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
