@@ -154,7 +154,7 @@ def _stop(procs: list[subprocess.Popen]) -> None:
     tree = {p.pid for p in procs}
     for proc in procs:
         tree |= descendants(proc.pid)
-    for sig, pids in ((signal.SIGTERM, alive(tree)), (signal.SIGKILL, wait_gone(tree, timeout=15))):
+    for sig, pids in ((signal.SIGTERM, alive(tree)), (signal.SIGKILL, wait_gone(tree, timeout=5))):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
