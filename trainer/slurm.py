@@ -5,9 +5,11 @@ layout is the trainer's own flags (``--dp-replicate``, ``--dp-shard``, ``--tp``,
 ``python -m trainer.plan`` for a recommendation).
 
 Preemption and time limits: the job is ``--requeue``-able and asks Slurm for ``USR1`` 120 s before its
-end (``--signal=B:USR1@120``); the script then requeues itself. Every start passes ``--resume``, so a
-requeued (or resubmitted) job continues from the last checkpoint (``--checkpoint-every``) with the losses
-of an uninterrupted run; a first start finds no checkpoint and begins at step 1.
+end (``--signal=B:USR1@120``). The script's trap touches ``OUT/slurm/stop-requested`` (the trainer's
+``--stop-file``): the ranks agree, save a checkpoint of the step they are at and stop; the script then
+requeues the job. Every start passes ``--resume``, so the requeued (or resubmitted) job continues from
+that checkpoint with the losses of an uninterrupted run; a first start finds no checkpoint and begins at
+step 1. A job killed without the signal resumes from the last periodic checkpoint (``--checkpoint-every``).
 
 The script goes to ``OUT/slurm/train.sbatch`` and its log to ``OUT/slurm/train-<JOB>.out`` (``--out`` of the
 trainer flags). Everything is checked before the script is written: Slurm present, the partition, the time
@@ -35,6 +37,7 @@ from common.slurm import (
 )
 
 SIGNAL_BEFORE_END_S = 120
+STOP_FILE = "stop-requested"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,7 +85,11 @@ def trainer_flags(args: argparse.Namespace) -> list[str]:
     for name in ("nodes", "nproc_per_node", "agents_per_node"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1")
-    return flags if "--resume" in flags else [*flags, "--resume"]
+    out = Path(flags[flags.index("--out") + 1])
+    added = [] if "--resume" in flags else ["--resume"]
+    if "--stop-file" not in flags:
+        added += ["--stop-file", str(out / "slurm" / STOP_FILE)]
+    return [*flags, *added]
 
 
 def write_script(args: argparse.Namespace, flags: list[str], out: Path) -> Path:
@@ -106,6 +113,7 @@ def write_script(args: argparse.Namespace, flags: list[str], out: Path) -> Path:
         directives["gpus-per-node"] = str(args.gpus_per_node)
     directives.update(sbatch_directives(args.sbatch_arg))
     lines = ["#!/bin/bash", *(f"#SBATCH --{k}={v}" if v else f"#SBATCH --{k}" for k, v in directives.items())]
+    stop = shlex.quote(str(out / "slurm" / STOP_FILE))
     launch = [
         "srun", "--kill-on-bad-exit=1", "python", "-m", "trainer.launch", "--nnodes=$SLURM_NTASKS",
         f"--nproc_per_node={args.nproc_per_node}", "--rdzv_backend=c10d", f'--rdzv_endpoint="$head:{args.rdzv_port}"',
@@ -118,13 +126,22 @@ def write_script(args: argparse.Namespace, flags: list[str], out: Path) -> Path:
         f"cd {shlex.quote(str(REPO))}",
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         'echo "[slurm] job $SLURM_JOB_ID start ${SLURM_RESTART_COUNT:-0}: $SLURM_NTASKS agents, rendezvous at $head"',
-        "requeue() {",
-        '  echo "[slurm] job $SLURM_JOB_ID: time limit or preemption: requeued, resumes from the last checkpoint"',
-        '  scontrol requeue "$SLURM_JOB_ID"',
+        f"rm -f {stop}",
+        "checkpoint_and_stop() {",
+        '  echo "[slurm] job $SLURM_JOB_ID: time limit or preemption signal: the ranks checkpoint and stop"',
+        f"  touch {stop}",
         "}",
-        "trap requeue USR1",
+        "trap checkpoint_and_stop USR1",
         " ".join(launch) + " &",
-        "wait $!",
+        "pid=$!",
+        "wait $pid; status=$?",
+        'while kill -0 "$pid" 2>/dev/null; do wait "$pid"; status=$?; done  # a trap ends `wait` early',
+        f"if [ -e {stop} ]; then",
+        f"  rm -f {stop}",
+        '  echo "[slurm] job $SLURM_JOB_ID: requeued (exit $status); the next start resumes from the checkpoint"',
+        '  scontrol requeue "$SLURM_JOB_ID"',
+        "fi",
+        'exit "$status"',
     ]
     logs.mkdir(parents=True, exist_ok=True)
     script = logs / "train.sbatch"

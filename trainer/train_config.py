@@ -62,6 +62,7 @@ class TrainConfig:
     checkpoint_every: int = 0
     keep_checkpoints: int = 2
     resume: bool = False
+    stop_file: Path | None = None  # checkpoint and stop once this file appears (trainer.preemption)
     init_from: Path | None = None  # a new phase from trained weights (trainer.init_from)
     init_optimizer: bool = False
     max_steps: int | None = None  # stop early; the schedule spans the epoch unless schedule_span=max_steps

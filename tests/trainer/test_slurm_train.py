@@ -1,10 +1,13 @@
 """``python -m trainer.slurm`` on a real single-node Slurm cluster (``tests/support/slurm_cluster.py``): two
-torchrun agents started by ``srun`` meet by c10d rendezvous (as two nodes would), the job is requeued in
-mid-run, resumes from its checkpoint, and logs the losses of ``torchrun --nproc_per_node=2`` on the same data.
+torchrun agents started by ``srun`` meet by c10d rendezvous (as two nodes would); in mid-run the job gets the
+``USR1`` that Slurm sends before a time limit: the ranks checkpoint the step they are at and stop, the job
+requeues itself, resumes from that checkpoint and logs the losses of ``torchrun --nproc_per_node=2`` on the
+same data.
 Bad input: one line, exit 2, no script written, nothing submitted."""
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -36,19 +39,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _requeue_and_release(slurm: SlurmCluster, job: str) -> None:
-    """``scontrol requeue`` (what the script's USR1 trap does), then lift the 120 s hold Slurm puts on a
-    requeued job (its begin time) so the test does not wait for it."""
-    assert slurm.run("scontrol", "requeue", job).returncode == 0
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+def _signal_and_release(slurm: SlurmCluster, job: str) -> None:
+    """``USR1`` to the batch script (what ``--signal=B:USR1@120`` sends before the time limit), then lift the
+    120 s hold Slurm puts on a requeued job (its begin time) so the test does not wait for it."""
+    assert slurm.run("scancel", "--signal=USR1", "--batch", job).returncode == 0
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # RUNNING (checkpointing), then requeued: PENDING until its begin time
         state = job_state(job)
         if state == "PENDING":
-            slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")
-        elif state in ("RUNNING", "COMPLETED"):
+            assert slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now").returncode == 0
             return
-        time.sleep(0.5)
-    raise AssertionError(f"job {job} did not start again")
+        assert state in ("RUNNING", "COMPLETING", "REQUEUED"), f"job {job}: {state} instead of a requeue"
+        time.sleep(0.2)
+    raise AssertionError(f"job {job} was not requeued")
 
 
 @pytest.mark.e2e
@@ -66,12 +69,15 @@ def test_a_requeued_sbatch_run_has_the_losses_of_torchrun(slurm: SlurmCluster, t
         time.sleep(0.05)
     interrupted_at = max(_losses(out))
     assert interrupted_at < STEPS, "the run ended before it could be requeued"
-    _requeue_and_release(slurm, job)
+    _signal_and_release(slurm, job)
     assert wait_for_job(job, poll_s=0.5) == "COMPLETED"
     log = (out / "slurm" / f"train-{job}.out").read_text()
-    assert f"[slurm] job {job} start 1" in log and "resumed from" in log, log[-3000:]
+    assert f"[slurm] job {job} start 1" in log, log[-3000:]
+    stopped = re.search(r"step (\d+): \S+ appeared: checkpoint, then stop", log)
+    resumed = re.search(r"resumed from \S+ at step (\d+)", log)
+    assert stopped and resumed and stopped.group(1) == resumed.group(1), log[-3000:]  # no step lost on the signal
     reference = _losses(tmp_path / "torchrun")
-    print(f"requeued after step {interrupted_at}; {len(reference)} losses compared")
+    print(f"signalled after step {interrupted_at}, stopped at {stopped.group(1)}; {len(reference)} losses compared")
     assert len(reference) == STEPS and _losses(out) == reference
 
 
