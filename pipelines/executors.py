@@ -33,7 +33,18 @@ def ray_executor(pipeline: list, **options: Any) -> PipelineExecutor:
     return make_ray(pipeline, **options)
 
 
-EXECUTORS: dict[str, Callable[..., PipelineExecutor]] = {"local": local_executor, "ray": ray_executor}
+def slurm_executor(pipeline: list, **options: Any) -> PipelineExecutor:
+    """One job array per stage (``pipelines/slurm_cluster/executor.py``); its options: ``slurm``, ``workers_set``."""
+    from pipelines.slurm_cluster.executor import slurm_executor as make_slurm
+
+    return make_slurm(pipeline, **options)
+
+
+EXECUTORS: dict[str, Callable[..., PipelineExecutor]] = {
+    "local": local_executor,
+    "ray": ray_executor,
+    "slurm": slurm_executor,
+}
 
 
 def make_executor(

@@ -31,6 +31,7 @@ from curate.pipeline import build_curate_pipeline
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
 from pipelines.layout import RunLayout
 from pipelines.recipe import Recipe, load_recipe
+from pipelines.slurm_cluster import cli as slurm_cli
 from pipelines.sources import DEFAULT_CC_BASE, ResolvedSource, SourceError, resolve_source
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --executor ray: Ray memory each task reserves, in GB (default: datatrove's 2 GB per CPU, "
         "lowered to what the largest node offers); a request no node can hold is an error before any work",
     )
+    slurm_cli.add_arguments(parser)
     parser.add_argument("--no-dedup", action="store_true", help="skip MinHash deduplication after curation")
     parser.add_argument(
         "--dedup-against",
@@ -156,7 +158,10 @@ def prepare_run(
 
 
 def executor_options(args: argparse.Namespace) -> dict:
-    """Options the chosen executor reads: with ``--executor ray`` the cluster and the task sizes (``RayOptions``)."""
+    """Options the chosen executor reads: with ``--executor ray`` the cluster and the task sizes (``RayOptions``),
+    with ``--executor slurm`` the arrays' partition, time and sizes (``SlurmOptions``)."""
+    if args.executor == "slurm":
+        return {"slurm": slurm_cli.slurm_options(args), "workers_set": args.workers is not None}
     if args.executor != "ray":
         return {}
     from pipelines.ray_cluster.executor import RayOptions
@@ -290,7 +295,12 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
         out = as_path(args.out)
         if knobs is not None and is_remote(out):
             raise ConfigError("--train with an --out URL is not supported yet: curate to the store, or train locally")
+        if args.executor == "slurm" and is_remote(out):
+            raise ConfigError("--executor slurm with an --out URL is not supported yet: use a shared file system path")
         against = dedup_indexes(args, recipe, out / source.dump)
+        slurm_cli.check_args(args, source, args.tasks or len(source.paths))
+        if args.detach:
+            return slurm_cli.submit_driver(argv, args, out / source.dump)
         scratch = scratch_dir(args.scratch)
         run_lock = acquire_output_lock(out / source.dump, "pipelines.run")  # one writer, until the end
         stack.callback(run_lock.release)

@@ -31,6 +31,7 @@ from trainer.metrics import DataIndexWriter, MetricsLogger, Throughput
 from trainer.moe_export import moe_format
 from trainer.output_lock import lock_output
 from trainer.pipeline_parallel import export_from_checkpoint
+from trainer.preemption import stop_requested
 from trainer.prepare import PreparedData, prepare_data
 from trainer.profiling import StepProfiler, oom_snapshot
 from trainer.rerun import OutputInUse, check_output, clear_outputs
@@ -237,6 +238,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
         log.warning("rolled back to %s (step %d); permutation slots %s..%s are skipped", target, back, *skipped)
         metrics.log({"step": step, "rollback": str(target), "rollback_to_step": back, "skipped_windows": skipped})
 
+    stopped = False
     for micro in loader:
         step = loader.step  # steps completed once this batch is applied (1-based)
         profiler.before_step(step)
@@ -262,13 +264,17 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
             with throughput.excluded():
                 save(step)
             last_saved = step
+        if cfg.stop_file is not None and step < stop and stop_requested(Path(cfg.stop_file), info.device):
+            log.warning("step %d: %s appeared: checkpoint, then stop (the job resumes from it)", step, cfg.stop_file)
+            stopped = True
+            break
         if step >= stop:
             break
     bar.close()
 
     step = loader.step
     profiler.close(step)
-    if evaluates and (not evaluated or evaluated[-1] != step):
+    if evaluates and not stopped and (not evaluated or evaluated[-1] != step):
         evaluate(step)
     if last_saved != step:
         save(step)

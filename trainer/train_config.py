@@ -77,6 +77,7 @@ class TrainConfig:
     keep_checkpoints: int = 2
     resume: bool = False
     overwrite: bool = False  # --out with a previous run: refused unless --resume or --overwrite (trainer.rerun)
+    stop_file: Path | None = None  # checkpoint and stop once this file appears (trainer.preemption)
     init_from: Path | None = None  # a new phase from trained weights (trainer.init_from)
     init_optimizer: bool = False
     max_steps: int | None = None  # stop early; the schedule spans the epoch unless schedule_span=max_steps
@@ -195,6 +196,7 @@ HELP: dict[str, str] = {
     "checkpoint_every": "save a sharded checkpoint every N steps (and always at the end); 0: only at the end",
     "keep_checkpoints": "keep the newest N checkpoints",
     "resume": "continue the run in --out from its newest checkpoint (same shards and batch)",
+    "stop_file": "checkpoint the current step and stop once this file appears (trainer.slurm's preemption signal)",
     "overwrite": "remove the previous run's outputs in --out (metrics, config, checkpoints, hf/) and start at step 0",
     "init_from": "start this run (a new phase, e.g. an anneal on another mixture) from the weights of a "
     "trainer checkpoint step_* dir or an exported HF folder; data position and LR schedule start at 0",

@@ -1,0 +1,157 @@
+"""The ``slurm`` executor: datatrove's ``SlurmPipelineExecutor`` (one job array per stage, one array task
+per datatrove task, the pipeline pickled into the stage's logs and run by ``launch_pickled_pipeline``)
+with what a run needs around it:
+
+- the job runs this project with this Python: the script puts the interpreter's ``bin/`` first on ``PATH``
+  and the project root on ``PYTHONPATH`` (the project and the run directory sit on a shared file system);
+- the driver waits for the array, printing ``[slurm] <stage>: done/total tasks, R running, P pending``
+  from the completions and the queue, then resubmits the tasks that did not complete (``retries``
+  times) and fails with one line when some still did not;
+- a rerun submits only the incomplete tasks, and first waits for the jobs an earlier driver submitted
+  that are still queued (``logs/<stage>/slurm_jobs.json``): their pending tasks would read the new
+  ``ranks_to_run.json`` and run the wrong tasks.
+
+Stats are merged by ``pipelines.stats`` at the end of the run, so datatrove's extra merge job is not
+submitted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections import Counter
+
+from datatrove.executor.slurm import SlurmPipelineExecutor
+
+from common.slurm import job_environment
+from pipelines.errors import ExecutorError
+from pipelines.layout import StageFolder
+from pipelines.slurm_cluster.cluster import SlurmOptions
+
+POLL_S = 2.0
+PROGRESS_EVERY_S = 10.0
+JOBS_FILE = "slurm_jobs.json"
+
+
+class SlurmTasksFailed(ExecutorError):
+    """Some tasks of a stage did not complete after the retries."""
+
+
+def queued(job_ids: list[str]) -> Counter:
+    """States (``PENDING``, ``RUNNING``, ...) of the array tasks of ``job_ids`` still in the queue."""
+    if not job_ids:
+        return Counter()
+    proc = subprocess.run(
+        ["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", "%T"], capture_output=True, text=True, timeout=60
+    )
+    if proc.returncode != 0:  # every id already purged from the controller: "Invalid job id specified"
+        return Counter()
+    return Counter(line.strip() for line in proc.stdout.splitlines() if line.strip())
+
+
+def leave_enclosing_job() -> None:
+    """Drop the ``SLURM_*`` / ``SBATCH_*`` variables of a job the driver itself runs in (``--detach``, ``salloc``):
+    the arrays are submitted with ``--export=ALL``, and ``srun`` in them would read the driver's
+    ``SLURM_MEM_PER_NODE`` next to their own ``SLURM_MEM_PER_CPU`` and refuse to start. ``SLURM_CONF`` stays."""
+    for name in [n for n in os.environ if n.startswith(("SLURM_", "SBATCH_", "SRUN_")) and n != "SLURM_CONF"]:
+        del os.environ[name]
+
+
+class CheckedSlurmExecutor(SlurmPipelineExecutor):
+    """``SlurmPipelineExecutor`` whose driver waits, reports, retries and fails loudly (module docstring)."""
+
+    retries: int = 1
+
+    def get_sbatch_args(self, max_array: int = 1) -> dict:
+        """datatrove's directives, memory in whole MB (Slurm reads no ``2.5G``), no ``--partition`` when none
+        was named (the cluster's default)."""
+        args = super().get_sbatch_args(max_array)
+        args["mem-per-cpu"] = f"{int(self.mem_per_cpu_gb * 1024)}M"
+        if self.partition is None:
+            del args["partition"]
+        return args
+
+    def launch_merge_stats(self) -> None:
+        """Not submitted: ``pipelines.stats.merge_run_stats`` merges every stage's stats after the run."""
+
+    def _recorded_jobs(self) -> list[str]:
+        try:
+            with self.logging_dir.open(JOBS_FILE, "r") as f:
+                return list(json.load(f))
+        except (FileNotFoundError, ValueError):
+            return []
+
+    def _record_job(self, job_id: str) -> None:
+        jobs = [*self._recorded_jobs(), str(job_id)]
+        with self.logging_dir.open(JOBS_FILE, "w") as f:
+            json.dump(jobs, f)
+
+    def _done(self) -> int:
+        return self.world_size - len(self.get_incomplete_ranks(range(self.world_size), skip_completed=True))
+
+    def _report(self, stage: str, jobs: list[str], states: Counter) -> None:
+        print(
+            f"[slurm] {stage}: {self._done()}/{self.world_size} tasks done, {states.get('RUNNING', 0)} running, "
+            f"{states.get('PENDING', 0)} pending (job {','.join(jobs)})",
+            flush=True,
+        )
+
+    def _wait(self, stage: str, jobs: list[str]) -> None:
+        """Until no task of ``jobs`` is queued; a progress line every ``PROGRESS_EVERY_S``."""
+        last = 0.0
+        while states := queued(jobs):
+            if time.monotonic() - last >= PROGRESS_EVERY_S:
+                self._report(stage, jobs, states)
+                last = time.monotonic()
+            time.sleep(POLL_S)
+        self._report(stage, jobs, Counter())
+
+    def run(self) -> None:
+        if "SLURM_ARRAY_TASK_ID" in os.environ:  # inside an array task: run this task's datatrove rank
+            super().run()
+            return
+        leave_enclosing_job()
+        stage = self.logging_dir.stage
+        earlier = [job for job in self._recorded_jobs() if queued([job])]
+        if earlier:
+            print(f"[slurm] {stage}: waiting for job {','.join(earlier)} submitted by an earlier run", flush=True)
+            self._wait(stage, earlier)
+        for _attempt in range(self.retries + 1):
+            if not self.get_incomplete_ranks(range(self.world_size), skip_completed=True):
+                break
+            self.job_id = None  # a new array, not one depending on the previous attempt's
+            self.launch_job()
+            self._record_job(self.job_id)
+            self._wait(stage, [str(self.job_id)])
+        missing = self.get_incomplete_ranks(range(self.world_size), skip_completed=True)
+        if missing:
+            raise SlurmTasksFailed(
+                f"{stage}: {len(missing)}/{self.world_size} Slurm tasks did not complete (first: {missing[:5]}); "
+                f"see logs/{stage}/slurm_logs/ and rerun the same command to resubmit them"
+            )
+
+
+def slurm_executor(
+    pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, slurm: SlurmOptions, workers_set: bool = False
+) -> CheckedSlurmExecutor:
+    """The ``slurm`` entry of ``EXECUTORS``: one job array for the stage, ``workers`` tasks at once when given
+    (``%N`` on the array), else as many as the cluster schedules."""
+    executor = CheckedSlurmExecutor(
+        pipeline,
+        tasks,
+        time=slurm.time,
+        partition=slurm.partition,
+        cpus_per_task=slurm.cpus_per_task,
+        mem_per_cpu_gb=slurm.mem_per_cpu_gb,
+        workers=min(workers, tasks) if workers_set else -1,
+        job_name=f"cc2model-{logging_dir.stage}",
+        qos="",
+        env_command=job_environment(),
+        sbatch_args=slurm.sbatch_dict(),
+        logging_dir=logging_dir,
+        mail_type="NONE",
+    )
+    executor.retries = slurm.retries
+    return executor

@@ -1,0 +1,161 @@
+"""``--executor slurm`` on a real single-node Slurm cluster (``tests/support/slurm_cluster.py``): the same
+documents and stats as the local executor, a cancelled array task resubmitted by the rerun (nothing lost
+or duplicated), ``--detach``, and bad input refused before anything is submitted."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from common.slurm import SlurmError, parse_time
+from pipelines.run import main as run_main
+from tests.support.cli import REPO, run_cli
+from tests.support.mirror import write_mirror
+from tests.support.slurm_cluster import SlurmCluster, cluster_or_skip
+
+CRAWL = "CC-MAIN-2024-18"
+
+
+@pytest.fixture(scope="module")
+def slurm() -> Iterator[SlurmCluster]:
+    yield from cluster_or_skip()
+
+
+def _docs(folder: Path) -> list[tuple[str, str]]:
+    rows = []
+    for file in sorted(folder.glob("*.parquet")):
+        rows += [(r["id"], r["text"]) for r in pq.read_table(file, columns=["id", "text"]).to_pylist()]
+    return sorted(rows)
+
+
+def _stats(run_dir: Path) -> dict:
+    """``stats.json`` without the steps' times."""
+    stats = json.loads((run_dir / "stats.json").read_text())
+    for stage in stats["stages"].values():
+        for step in stage["steps"]:
+            step.pop("time_s")
+    return stats
+
+
+def _same_run(local: Path, other: Path) -> None:
+    assert _docs(local / "curated") and _docs(other / "curated") == _docs(local / "curated")
+    removed_sets = sorted(p.name for p in (local / "removed").iterdir()) if (local / "removed").exists() else []
+    for removed in removed_sets:
+        assert _docs(other / "removed" / removed) == _docs(local / "removed" / removed), removed
+    assert _stats(other) == _stats(local)
+
+
+def _wait_job(cluster: SlurmCluster, job: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not cluster.run("squeue", "-h", "-j", job).stdout.strip():
+            return
+        time.sleep(1)
+    raise AssertionError(f"job {job} still queued after {timeout} s")
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30", 1800), ("1:30", 90), ("01:02:03", 3723), ("2-0", 172800), ("1-02:03", 93780), ("1-0:0:5", 86405)],
+)
+def test_slurm_time_limits_parse_as_sbatch_reads_them(text: str, seconds: int) -> None:
+    assert parse_time(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "0", "1h", "1:2:3:4", "-5"])
+def test_a_malformed_time_limit_is_refused(text: str) -> None:
+    with pytest.raises(SlurmError):
+        parse_time(text)
+
+
+def test_without_slurm_on_the_machine_nothing_is_written(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    out = tmp_path / "out"
+    assert run_main(["sample", "--executor", "slurm", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: no Slurm on this machine: sbatch, squeue, sinfo, scancel, scontrol not found on PATH"]
+    assert not out.exists()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--slurm-partition", "gpu-h100"], "unknown partition 'gpu-h100'; available: debug, short"),
+        (["--slurm-partition", "short", "--slurm-time", "10"], "--slurm-time 10 exceeds partition short's limit"),
+        (["--slurm-time", "0:01"], "--slurm-time 0:01 is shorter than one curate task's estimate 0:00:06"),
+        (["--slurm-time", "2h"], "--slurm-time '2h': not a Slurm time limit"),
+        (["--slurm-mem-per-cpu", "64"], "a task asks 64 GB (1 CPU x --slurm-mem-per-cpu 64)"),
+        (["--slurm-cpus-per-task", "3"], "--slurm-cpus-per-task 3: partition debug's nodes have 2"),
+    ],
+)
+def test_bad_input_is_one_line_and_nothing_is_submitted(slurm: SlurmCluster, tmp_path, capsys, flags, message) -> None:
+    out = tmp_path / "out"
+    jobs_before = slurm.run("squeue", "-h").stdout
+    assert run_main(["sample", "--executor", "slurm", "--out", str(out), *flags]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {message}"), lines
+    assert not out.exists()
+    assert slurm.run("squeue", "-h").stdout == jobs_before
+
+
+@pytest.mark.e2e
+def test_sample_detached_on_slurm_equals_local(slurm: SlurmCluster, tmp_path) -> None:
+    """``--detach`` submits the driver and returns; the driver's arrays give the local executor's run."""
+    run_cli("pipelines.run", "sample", "--no-dedup", "--out", str(tmp_path / "local"))
+    args = ("pipelines.run", "sample", "--executor", "slurm", "--no-dedup", "--out", str(tmp_path / "slurm"))
+    proc = run_cli(*args, "--detach")
+    job = proc.stdout.split("as Slurm job ")[1].split()[0]
+    assert "progress: tail -f" in proc.stdout
+    _wait_job(slurm, job)
+    run_dir = tmp_path / "slurm" / "sample"
+    driver_log = (run_dir / "logs" / f"slurm-driver-{job}.out").read_text()
+    assert "[slurm] curate: 1/1 tasks done" in driver_log, driver_log[-3000:]
+    assert (run_dir / "logs/curate/launch_script.slurm").exists()
+    _same_run(tmp_path / "local" / "sample", run_dir)
+
+
+@pytest.mark.e2e
+def test_a_cancelled_task_is_resubmitted_by_the_rerun(slurm: SlurmCluster, tmp_path) -> None:
+    """No retries: task 0 is ``scancel``-ed while it runs, the driver fails with one line naming it, and the
+    rerun submits that task alone."""
+    write_mirror(tmp_path / "cc", CRAWL, 2)
+    warcs = sorted(str(p) for p in (tmp_path / "cc").rglob("*.warc.gz"))
+    run_cli("pipelines.run", *warcs, "--no-dedup", "--out", str(tmp_path / "local"))
+    args = ["pipelines.run", *warcs, "--executor", "slurm", "--no-dedup", "--slurm-retries", "0"]
+    args += ["--out", str(tmp_path / "slurm")]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    driver = subprocess.Popen([sys.executable, "-m", *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        cancelled = None
+        deadline = time.monotonic() + 120
+        while cancelled is None and time.monotonic() < deadline:
+            running = [job for job, state in slurm.queue() if job.endswith("_0") and state == "RUNNING"]
+            if running:
+                cancelled = running[0]
+                assert slurm.run("scancel", cancelled).returncode == 0
+            time.sleep(0.2)
+        assert cancelled, "task 0 never ran"
+        stdout, stderr = driver.communicate(timeout=300)
+    finally:
+        if driver.poll() is None:
+            driver.send_signal(signal.SIGKILL)
+    assert driver.returncode == 2, stdout[-2000:] + stderr[-3000:]
+    assert stderr.strip().splitlines()[-1].startswith("error: curate: 1/2 Slurm tasks did not complete (first: [0])")
+    run_dir = tmp_path / "slurm" / CRAWL
+    assert not (run_dir / "completions/curate/00000").exists()
+
+    run_cli(*args)
+    assert json.loads((run_dir / "logs/curate/ranks_to_run.json").read_text()) == [0]  # only the cancelled one
+    assert len(json.loads((run_dir / "logs/curate/slurm_jobs.json").read_text())) == 2
+    _same_run(tmp_path / "local" / CRAWL, run_dir)
