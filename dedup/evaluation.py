@@ -131,16 +131,20 @@ def paragraph_chunks(texts: Iterable[str], target_words: int = 300) -> list[str]
     return docs
 
 
-def planted_signatures(folder: str | Path, n: int, ranks: int, config: DedupConfig, seed: int = 0) -> None:
+def planted_signatures(
+    folder: str | Path, n: int, ranks: int, config: DedupConfig, seed: int = 0, clustered: float = 0.5
+) -> None:
     """Band keys for ``n`` documents over ``ranks`` tasks: random keys, plus planted clusters (sizes 2 to
-    300, some linked as chains, some as random trees, one band shared per link) over shuffled documents."""
+    300, some linked as chains, some as random trees, one band shared per link) over a ``clustered`` share
+    of the documents, shuffled."""
     rng = np.random.default_rng(seed)
     bands = config.num_buckets
     keys = rng.integers(0, 2**64, size=(bands, n), dtype=np.uint64)
     order = rng.permutation(n)
     at = 0
-    while at < n // 2:
-        size = int(min(rng.choice([2, 3, 5, 20, 300], p=[0.5, 0.2, 0.15, 0.1, 0.05]), n // 2 - at))
+    planted = int(n * clustered)
+    while at < planted:
+        size = int(min(rng.choice([2, 3, 5, 20, 300], p=[0.5, 0.2, 0.15, 0.1, 0.05]), planted - at))
         members = order[at : at + size]
         at += size
         chain = rng.random() < 0.3
