@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 import regex
 
+from filters.gopher_quality import has_letter
 from filters.rule import AMOUNT, FRACTION, Bound, Rule, ratio
 
 FAMILY = "dclm"
@@ -51,7 +53,14 @@ SIGNALS = (
     "words_removed_ratio",
 )
 
-_FASTTEXT_SPACE = re.compile(r"[ \n\r\t\v\f\0]+")
+# a token start: an alphanumeric character ([^\W_] is str.isalnum in re) after ASCII whitespace or at the start
+_COUNTED_WORD = re.compile(r"(?<![^ \n\r\t\v\f\x00])[^\W_]")
+# every URL match holds one of these (a domain character, a dot, a TLD's first character); every IPv4 match a
+# digit, a dot, a digit: pages without them skip the costly patterns
+_MAY_HOLD_URL = re.compile(r"[-a-zA-Z0-9@:%._+~#=]\.[a-z0-9]")
+_MAY_HOLD_IP = re.compile(r"\d\.\d")
+_ASCII_UPPER = bytes(range(ord("A"), ord("Z") + 1))
+_ASCII_DIGITS = b"0123456789"
 _WORD_BOUNDARY = regex.compile(r"(?w)\b")
 _LEADING_QUOTES = "'\u2018\u2019"
 _NEWLINES = re.compile(r"\n{3,}")
@@ -101,34 +110,37 @@ def _url_patterns() -> tuple[re.Pattern, re.Pattern]:
 def remove_urls(text: str) -> str:
     """DCLM's ``url_removal_modifier``: URLs when the page starts with a TLD's letters, IPv4 addresses always."""
     starts, urls = _url_patterns()
-    if starts.match(text):
+    if starts.match(text) and _MAY_HOLD_URL.search(text):
         text = urls.sub("", text)
-    return _IPV4.sub("", text)
+    return _IPV4.sub("", text) if _MAY_HOLD_IP.search(text) else text
 
 
 def counted_words(text: str) -> int:
     """DCLM's word count: fastText's tokens (split at ASCII whitespace) whose first character is alphanumeric."""
-    return sum(1 for w in _FASTTEXT_SPACE.split(text) if w and w[0].isalnum())
+    return len(_COUNTED_WORD.findall(text))
 
 
 def segment_words(text: str) -> list[str]:
     """Unicode word-boundary segments whose first character is alphanumeric (DCLM: ``uniseg`` words)."""
-    words = []
-    for piece in _WORD_BOUNDARY.split(text):
-        if piece and not piece[0].isalnum() and piece[0] in _LEADING_QUOTES:
-            piece = piece.lstrip(_LEADING_QUOTES)  # regex keeps a quote before a word; UAX #29 breaks there
-        if piece and piece[0].isalnum():
-            words.append(piece)
-    return words
+    # regex keeps a quote before a word in one segment; UAX #29 breaks there
+    pieces = _WORD_BOUNDARY.split(text)
+    return [q for p in pieces if (q := p.lstrip(_LEADING_QUOTES) if p[:1] in _LEADING_QUOTES else p)[:1].isalnum()]
+
+
+def _count_in_line(line: str, ascii_chars: bytes, test: str) -> int:
+    """Characters of ``line`` passing ``str.<test>``: by ``bytes.translate`` when ASCII (one C call)."""
+    if line.isascii():
+        return len(line) - len(line.encode().translate(None, ascii_chars))
+    return sum(map(getattr(str, test), line))
 
 
 def edit_lines(text: str) -> str:
     """DCLM's line edits in its order; "" when nothing is left (the page is then dropped)."""
     lines = text.split("\n")
-    lines = [ln for ln in lines if not ln or sum(c.isupper() for c in ln) / len(ln) <= 0.5]
+    lines = [ln for ln in lines if not ln or _count_in_line(ln, _ASCII_UPPER, "isupper") / len(ln) <= 0.5]
     text = "\n".join(lines).strip()
     lines = text.split("\n")
-    lines = [ln for ln in lines if not ln or sum(c.isdigit() for c in ln) / len(ln) <= 0.999999]
+    lines = [ln for ln in lines if not ln or _count_in_line(ln, _ASCII_DIGITS, "isdigit") / len(ln) <= 0.999999]
     text = "\n".join(lines).strip()
     text = "\n".join(ln for ln in text.split("\n") if not _COUNTER_LINE.search(ln.lower())).strip()
     if not text:
@@ -156,9 +168,7 @@ def _segment_repetition(segments: list[str]) -> tuple[float, float]:
     """(share of segments that repeat, share of their characters); one segment repeats nothing."""
     if len(segments) <= 1:
         return (0.0, 0.0) if segments else (math.inf, math.inf)
-    counts: dict[str, int] = {}
-    for s in segments:
-        counts[s] = counts.get(s, 0) + 1
+    counts = Counter(segments)
     total_chars = sum(len(s) for s in segments)
     repeated = [(s, c) for s, c in counts.items() if c > 1]
     by_count = sum(c for _, c in repeated) / len(segments)
@@ -166,8 +176,24 @@ def _segment_repetition(segments: list[str]) -> tuple[float, float]:
     return by_count, by_chars
 
 
+_MIXERS = np.random.default_rng(20240611).integers(1, 2**63, size=10, dtype=np.uint64) | np.uint64(1)
+
+
+def _gram_keys(ids: np.ndarray, n: int, m: int, vocabulary: int) -> np.ndarray:
+    """One uint64 per n-gram: the ids packed exactly when ``vocabulary ** n`` fits 64 bits, else a sum of ids
+    times odd random 64-bit constants (two different n-grams collide with probability about 2^-64)."""
+    keys = np.zeros(m, dtype=np.uint64)
+    if vocabulary**n < 2**64:
+        for i in range(n):
+            keys = keys * np.uint64(vocabulary) + ids[i : i + m].astype(np.uint64)
+    else:
+        for i in range(n):
+            keys += (ids[i : i + m].astype(np.uint64) + np.uint64(1)) * _MIXERS[i]
+    return keys
+
+
 def _ngram_ratios(words: list[str]) -> dict[str, float]:
-    """Gopher's n-gram repetition over word ids: n-grams are compared by an exact id tuple packed per n."""
+    """Gopher's n-gram repetition over word ids, n-grams compared by one 64-bit key each (``_gram_keys``)."""
     out = {f"top_{n}gram_char_ratio": 0.0 for n in TOP_NGRAMS} | {f"dup_{n}gram_char_ratio": 0.0 for n in DUP_NGRAMS}
     if not words:
         return out
@@ -180,9 +206,8 @@ def _ngram_ratios(words: list[str]) -> dict[str, float]:
         m = len(words) - n + 1
         if m <= 0:
             continue
-        grams = np.stack([ids[i : i + m] for i in range(n)], axis=1)
-        _, inverse, counts = np.unique(grams, axis=0, return_inverse=True, return_counts=True)
-        per_gram = counts[inverse.ravel()]
+        _, inverse, counts = np.unique(_gram_keys(ids, n, m, len(ids_of)), return_inverse=True, return_counts=True)
+        per_gram = counts[inverse]
         top = int(per_gram.max())
         if top == 1:
             continue
@@ -203,6 +228,7 @@ def signals(text: str) -> tuple[dict[str, float], str]:
     """The family's signals of a page (already edited by ``edit_page``) and its text after the line edits."""
     words = text.split()
     n_words = len(words)
+    counts = Counter(words)  # per-word tests once per distinct word
     lines = [s for ln in text.split("\n") if (s := ln.strip())]
     paragraphs = [s for p in text.split("\n\n") if (s := p.strip())]
     word_count = counted_words(text)
@@ -215,8 +241,8 @@ def signals(text: str) -> tuple[dict[str, float], str]:
         "symbol_word_ratio": ratio(sum(text.count(s) for s in SYMBOLS), n_words),
         "bullet_lines_ratio": ratio(sum(ln.startswith(BULLETS) for ln in lines), len(lines)),
         "end_ellipsis_lines_ratio": ratio(sum(ln.endswith(ELLIPSES) for ln in lines), len(lines)),
-        "non_alpha_words_ratio": ratio(sum(1 for w in words if not any(c.isalpha() for c in w)), n_words),
-        "stop_word_count": float(sum(1 for w in words if w.lower() in STOP_WORDS)),
+        "non_alpha_words_ratio": ratio(sum(c for w, c in counts.items() if not has_letter(w)), n_words),
+        "stop_word_count": float(sum(c for w, c in counts.items() if w.lower() in STOP_WORDS)),
         "dup_line_ratio": dup_line,
         "dup_para_ratio": dup_para,
         "dup_line_char_ratio": dup_line_chars,
