@@ -177,6 +177,13 @@ class RoutedWriter:
         for w in self.writers:
             w.abort()
 
+    def __enter__(self) -> RoutedWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:  # a failing task leaves no file of its own behind
+            self.abort()
+
 
 def receipt_path(directory: str, src: int) -> str:
     return f"{directory}/{src:05d}.json"
@@ -311,8 +318,7 @@ class ClusterRoute(_ClusterTask):
 
     def process(self, rank: int) -> None:
         bands = n_bands(self.config, self.kind)
-        out = self.writer(rank)
-        try:
+        with self.writer(rank) as out:
             for band in range(rank, bands, self.tasks):
                 pairs = band_pairs(self.pairs_folder, self.signatures_folder, band, bands, self.fingerprint)
                 for block in pairs.blocks(max(1024, self.buffer_records // 4)):
@@ -320,9 +326,6 @@ class ClusterRoute(_ClusterTask):
                     out.write(both, hash_part(both["key"], self.tasks))
                     self.stat_update("pairs", value=len(block))
             out.commit({"changes": -1})
-        except BaseException:
-            out.abort()
-            raise
 
 
 class StarPass(_ClusterTask):
@@ -336,10 +339,9 @@ class StarPass(_ClusterTask):
         self.name = f"🎯 clusters: {'large' if self.large else 'small'}-star {index}"
 
     def process(self, rank: int) -> None:
-        out = self.writer(rank)
         changes = 0
         groups = _Groups()
-        try:
+        with self.writer(rank) as out:
             for block in self.sorted_input(pass_dir(self.index - 1), rank):
                 block, starts, first = groups.feed(block)
                 key, node = block["key"], block["node"]
@@ -356,9 +358,6 @@ class StarPass(_ClusterTask):
                     out.write(edges, hash_part(edges["key"], self.tasks))
             self.stat_update("changes", value=changes)
             out.commit({"changes": changes})
-        except BaseException:
-            out.abort()
-            raise
 
 
 class ClusterSizes(_ClusterTask):
@@ -374,10 +373,9 @@ class ClusterSizes(_ClusterTask):
 
     def process(self, rank: int) -> None:
         world = len(self.docs_per_rank())
-        out = self.writer(rank)
         roots = np.zeros(self.tasks, dtype=np.int64)
         groups = _Groups()
-        try:
+        with self.writer(rank) as out:
             for block in self.sorted_input(pass_dir(self.last_pass), rank):
                 block = block[block["key"] < block["node"]]
                 block, starts, _ = groups.feed(block)
@@ -385,9 +383,6 @@ class ClusterSizes(_ClusterTask):
                 roots += np.bincount(dests[starts], minlength=self.tasks)
                 out.write(block, dests)
             out.commit({"roots": roots.tolist()})
-        except BaseException:
-            out.abort()
-            raise
 
 
 class ClusterNumbers(_ClusterTask):
@@ -400,7 +395,6 @@ class ClusterNumbers(_ClusterTask):
         world = len(self.docs_per_rank())
         receipts = read_receipts(self.output_folder, ClusterSizes.directory, self.tasks)
         next_id = int(sum(sum(r["roots"][:rank]) for r in receipts))
-        out = self.writer(rank, LABEL_KIND, CLUSTER_TABLE)
         sizes: list[int] = []
         pending: list[np.ndarray] = []  # the group that may continue in the next block
 
@@ -420,7 +414,7 @@ class ClusterNumbers(_ClusterTask):
             table["keep"] = np.r_[np.ones(len(starts), np.uint8), np.zeros(len(group), np.uint8)]
             out.write(table, range_part(table["node"], world, self.tasks))
 
-        try:
+        with self.writer(rank, LABEL_KIND, CLUSTER_TABLE) as out:
             groups = _Groups()
             for block in self.sorted_input(ClusterSizes.directory, rank):
                 block, _, _ = groups.feed(block)
@@ -441,9 +435,6 @@ class ClusterNumbers(_ClusterTask):
             values, counts = np.unique(np.array(sizes, dtype=np.int64), return_counts=True)
             hist = {int(s): int(c) for s, c in zip(values, counts, strict=True)}
             out.commit({"clusters": len(sizes), "in_clusters": int(sum(sizes)), "histogram": hist})
-        except BaseException:
-            out.abort()
-            raise
 
 
 class ClusterWrite(_ClusterTask):
