@@ -302,7 +302,10 @@ class _ClusterTask(PipelineStep):
                 for f in files:
                     for records in f.blocks(block):
                         sorter.add_records(records)
-            yield from sorter.sorted_blocks()
+            chunk = max(1024, self.buffer_records // 8)  # the passes' numpy temporaries scale with the block
+            for sorted_block in sorter.sorted_blocks():
+                for start in range(0, len(sorted_block), chunk):
+                    yield sorted_block[start : start + chunk]
         finally:
             sorter.close()
 
