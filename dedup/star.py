@@ -58,10 +58,11 @@ BY_PAIR = ("key", "node")
 MAX_PASSES = 200
 
 # Memory model of one pass task (measured with bench.dedup_cluster_scale, see dedup/README.md):
-# the interpreter with numpy + datatrove, plus ~48 bytes per record of sort buffer (the buffer, its
-# lexsort permutation and the sorted copy; merge blocks take the buffer's place).
+# the interpreter with numpy + datatrove, plus ~80 bytes per record of sort buffer (the buffer, its
+# lexsort permutation and the sorted copy, the pass's temporaries; 48 let a 10M-document task reach 266 MB
+# under a 256 MB cap).
 TASK_BASE_MB = 120
-BYTES_PER_BUFFERED_RECORD = 48
+BYTES_PER_BUFFERED_RECORD = 80
 MIN_BUFFER_RECORDS = 1 << 14
 # Single-task union-find: ~110 bytes per pair on top of the interpreter (200 MB at 1.27M pairs).
 UNION_FIND_BYTES_PER_PAIR = 110
