@@ -7,7 +7,9 @@ examples/fineweb.py steps, and our curate stage with the FineWeb recipe as it sh
 warcio, the parity path), with resiliparse instead of trafilatura (warcio), and with resiliparse read
 by fastwarc (the extraction and reader of ``pipelines/recipes/dclm.yaml``: resiliparse without the
 language pre-check, which pays only before an expensive extractor; the FineWeb rules otherwise, so only
-extraction and reading change). ``--other-precheck`` adds the trafilatura and the resiliparse +
+extraction and reading change), and the DCLM recipe's curate stage as it ships (the same, with DCLM's own
+heuristics instead of FineWeb's four families: a different recipe, so its agreement with datatrove's
+FineWeb steps is not parity). ``--other-precheck`` adds the trafilatura and the resiliparse +
 fastwarc paths with the other pre-check setting. Prints documents per second per core, medians over the
 repetitions, the ratios to datatrove, and the keep/drop agreement of each run with the reference (the
 goal for the trafilatura path; for resiliparse it shows how much another extractor's text changes the
@@ -65,6 +67,10 @@ def variants(config: CurateConfig, other_precheck: bool) -> dict[str, CurateConf
         "trafilatura + warcio": config,
         "resiliparse + warcio": resiliparse,
         "resiliparse + fastwarc": dataclasses.replace(resiliparse, reader=dclm.reader),
+        # a different recipe (its agreement with datatrove's FineWeb steps is not a parity figure)
+        "DCLM recipe (resiliparse + fastwarc + DCLM heuristics)": dataclasses.replace(
+            resiliparse, reader=dclm.reader, signals=dclm.signals
+        ),
     }
     if other_precheck:  # each extractor with the other pre-check setting
         def flipped(variant: CurateConfig) -> CurateConfig:

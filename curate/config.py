@@ -14,7 +14,7 @@ from typing import Any
 
 from common.config import ConfigError, from_mapping
 from filters.decontamination import DecontaminationConfig
-from filters.quality import Rules, SignalOptions
+from filters.quality import HEURISTICS, Rules, SignalOptions
 
 EXTRACTORS = ("trafilatura", "resiliparse")  # curate/extract.py, curate/extract_resiliparse.py
 WARC_LIBRARIES = ("warcio", "fastwarc")  # curate/warc.py, curate/warc_fastwarc.py
@@ -114,6 +114,8 @@ class CurateConfig:
             raise ConfigError(f"{where}: extraction.max_html_bytes must be >= 1, got {self.extraction.max_html_bytes}")
         if not 0 <= self.extraction.precheck.threshold <= 1:
             raise ConfigError(f"{where}: extraction.precheck.threshold must be in [0, 1]")
+        if self.signals.heuristics not in HEURISTICS:
+            raise ConfigError(f"{where}: signals.heuristics must be one of {', '.join(HEURISTICS)}")
         c4, fineweb = self.signals.c4, self.signals.fineweb
         for label, value, low in (
             ("signals.c4.max_word_length", c4.max_word_length, 1),

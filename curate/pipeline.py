@@ -29,7 +29,7 @@ from curate.extract_resiliparse import ResiliparseExtractor
 from curate.warc import RobustWarcReader
 from curate.warc_fastwarc import FastWarcReader
 from filters.decontamination import Decontamination
-from filters.quality import QualitySignals, RuleFilter, signal_columns
+from filters.quality import ALL_FAMILIES, QualitySignals, RuleFilter, signal_columns
 from filters.url import OfflineURLFilter
 
 MAY_HOLD_IP = re.compile(r"\.[0-9]")  # in every match of datatrove's IPv4 pattern
@@ -44,7 +44,7 @@ CONTAMINATION_FIELDS = (pa.field("contaminated_ngram", pa.string()), pa.field("c
 
 def curated_schema(extra: Sequence[pa.Field] = ()) -> pa.Schema:
     """The columns of ``curated/`` and ``removed/<id>/``: the document, its signals, its quality score."""
-    return document_schema([*signal_columns(), "quality_score"], extra)
+    return document_schema([*signal_columns(ALL_FAMILIES), "quality_score"], extra)
 
 
 class ResiliparseStep(ResiliparseExtractor):
@@ -105,9 +105,10 @@ class PIISteps(PIIFormatter):
 
 
 def judge_steps(config: CurateConfig, removed: Removed, classify: bool = True) -> list[PipelineStep]:
-    """The four rule families in FineWeb's order (C4 edits what it keeps), [the quality classifier], PII,
-    [decontamination]."""
-    steps: list[PipelineStep] = [removed(RuleFilter(rule, config.signals)) for rule in config.rules.ordered()]
+    """The four rule families in FineWeb's order (C4 edits what it keeps), or DCLM's one family
+    (``signals.heuristics: dclm``), [the quality classifier], PII, [decontamination]."""
+    rules = config.rules.ordered(config.signals.heuristics)
+    steps: list[PipelineStep] = [removed(RuleFilter(rule, config.signals)) for rule in rules]
     if classify:
         steps += quality_classifier_steps(config, removed)
     if config.pii.emails or config.pii.ips:

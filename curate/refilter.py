@@ -109,7 +109,7 @@ class CountedRemoved(Removed):
 
 
 def rule_ids(config: CurateConfig) -> list[str]:
-    return [rule.FAMILY for rule in config.rules.ordered()]
+    return [rule.FAMILY for rule in config.rules.ordered(config.signals.heuristics)]
 
 
 def judged_ids(config: CurateConfig, removed: Path) -> list[str]:

@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 from datatrove.data import DocumentsPipeline
-from datatrove.io import DataFolderLike, get_datafolder
+from datatrove.io import DataFolder, DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.utils.logging import logger
 
@@ -50,6 +50,31 @@ def cluster_table(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return table
 
 
+def docs_per_rank(folder: DataFolder, fingerprint: int) -> list[int]:
+    """Documents read by each signature task (footer count of its band-0 file)."""
+    first = open_records(folder, signature_path(0, 0), SIG_KIND, fingerprint, SIGNATURE)
+    world = first.header.world_size
+    counts = [first.extra]
+    for r in range(1, world):
+        f = open_records(folder, signature_path(0, r), SIG_KIND, fingerprint, SIGNATURE, rank=r, world_size=world)
+        counts.append(f.extra)
+    return counts
+
+
+def cluster_summary(kind: str, documents: int, in_clusters: int, histogram: dict[int, int]) -> dict:
+    """``summary.json``'s fields from the cluster size histogram (size -> number of clusters)."""
+    clusters = sum(histogram.values())
+    return {
+        "kind": kind,
+        "documents": int(documents),
+        "documents_in_clusters": int(in_clusters),
+        "clusters": int(clusters),
+        "removed": int(in_clusters - clusters),
+        "largest_cluster": max(histogram, default=0),
+        "cluster_size_histogram": {int(s): int(c) for s, c in sorted(histogram.items())},
+    }
+
+
 class DedupClusters(PipelineStep):
     """Read ``band_XX.pairs``, cluster, write ``<output>/<rank>.clusters`` and ``summary.json``."""
 
@@ -74,15 +99,7 @@ class DedupClusters(PipelineStep):
         self.signature_fingerprint = self.fingerprint  # the signature files this stage counts documents in
 
     def _docs_per_rank(self) -> list[int]:
-        """Documents read by each signature task (footer count of its band-0 file)."""
-        folder, fp = self.signatures_folder, self.signature_fingerprint
-        first = open_records(folder, signature_path(0, 0), SIG_KIND, fp, SIGNATURE)
-        world = first.header.world_size
-        counts = [first.extra]
-        for r in range(1, world):
-            f = open_records(folder, signature_path(0, r), SIG_KIND, fp, SIGNATURE, rank=r, world_size=world)
-            counts.append(f.extra)
-        return counts
+        return docs_per_rank(self.signatures_folder, self.signature_fingerprint)
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
         if world_size != 1:
@@ -133,19 +150,11 @@ class DedupClusters(PipelineStep):
             return cluster_table(edges["a"], edges["b"])
 
     def _write_summary(self, table: np.ndarray, docs_per_rank: list[int]) -> None:
-        keep = table["keep"].astype(bool)
-        sizes = table["size"][keep]
-        summary = {
-            "kind": self.kind,
-            "documents": int(sum(docs_per_rank)),
-            "documents_in_clusters": int(len(table)),
-            "clusters": int(keep.sum()),
-            "removed": int(len(table) - keep.sum()),
-            "largest_cluster": int(sizes.max()) if len(sizes) else 0,
-            "cluster_size_histogram": {
-                int(s): int(c) for s, c in zip(*np.unique(sizes, return_counts=True), strict=True)
-            },
-        }
+        sizes = table["size"][table["keep"].astype(bool)]
+        histogram = {int(s): int(c) for s, c in zip(*np.unique(sizes, return_counts=True), strict=True)}
+        self.write_summary(cluster_summary(self.kind, sum(docs_per_rank), len(table), histogram))
+
+    def write_summary(self, summary: dict) -> None:
         self.stat_update("clusters", value=summary["clusters"])
         self.stat_update("to_remove", value=summary["removed"])
         with self.output_folder.open(SUMMARY + ".tmp", "wt") as f:

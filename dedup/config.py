@@ -44,12 +44,19 @@ class DedupConfig:
     group_by: str | None = "dump"
     batch_docs: int = 512
     sort_buffer_records: int = 1 << 19
+    # Clustering: None = one union-find task while its estimated memory fits cluster_memory_mb, else
+    # large-star / small-star passes over partitioned edge files (dedup/star.py); 1 = always the single
+    # task; N > 1 = N tasks per pass. cluster_memory_mb caps each pass task (it sizes the sort buffer).
+    cluster_tasks: int | None = None
+    cluster_memory_mb: int = 4096
 
     def __post_init__(self) -> None:
         if self.n_grams < 1 or self.num_buckets < 1 or self.hashes_per_bucket < 1:
             raise ValueError(f"n_grams, num_buckets and hashes_per_bucket must be >= 1: {self}")
         if self.hash_bits not in (32, 64):
             raise ValueError(f"hash_bits must be 32 or 64, got {self.hash_bits}")
+        if self.cluster_tasks is not None and self.cluster_tasks < 1:
+            raise ValueError(f"cluster_tasks must be >= 1 (or None for automatic), got {self.cluster_tasks}")
         if self.exact_text not in ("raw", "simplified"):
             raise ValueError(f"exact_text must be 'raw' or 'simplified', got {self.exact_text!r}")
 
@@ -60,7 +67,16 @@ class DedupConfig:
     def signature_spec(self) -> dict:
         """The fields that decide band keys: files written under another spec are foreign."""
         spec = asdict(self)
-        for key in ("exact_dedup", "exact_text", "url_dedup", "dedup_against", "batch_docs", "sort_buffer_records"):
+        for key in (
+            "exact_dedup",
+            "exact_text",
+            "url_dedup",
+            "dedup_against",
+            "batch_docs",
+            "sort_buffer_records",
+            "cluster_tasks",
+            "cluster_memory_mb",
+        ):
             spec.pop(key)
         spec["format"] = FORMAT_VERSION
         return spec

@@ -10,6 +10,11 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
+from datatrove.io import get_datafolder
+
+from dedup.config import DedupConfig
+from dedup.formats import SIG_KIND, SIGNATURE, signature_path
+from dedup.records import Header, RecordWriter
 
 
 def lsh_probability(s: float | np.ndarray, bands: int, rows: int) -> float | np.ndarray:
@@ -124,3 +129,39 @@ def paragraph_chunks(texts: Iterable[str], target_words: int = 300) -> list[str]
             else:
                 docs.append("\n".join(current))
     return docs
+
+
+def planted_signatures(
+    folder: str | Path, n: int, ranks: int, config: DedupConfig, seed: int = 0, clustered: float = 0.5
+) -> None:
+    """Band keys for ``n`` documents over ``ranks`` tasks: random keys, plus planted clusters (sizes 2 to
+    300, some linked as chains, some as random trees, one band shared per link) over a ``clustered`` share
+    of the documents, shuffled."""
+    rng = np.random.default_rng(seed)
+    bands = config.num_buckets
+    keys = rng.integers(0, 2**64, size=(bands, n), dtype=np.uint64)
+    order = rng.permutation(n)
+    at = 0
+    planted = int(n * clustered)
+    while at < planted:
+        size = int(min(rng.choice([2, 3, 5, 20, 300], p=[0.5, 0.2, 0.15, 0.1, 0.05]), planted - at))
+        members = order[at : at + size]
+        at += size
+        chain = rng.random() < 0.3
+        for j in range(1, size):
+            parent = members[j - 1] if chain else members[int(rng.integers(0, j))]
+            band = int(rng.integers(0, bands))
+            keys[band, members[j]] = keys[band, parent]
+    out = get_datafolder(str(folder))
+    per_rank = -(-n // ranks)
+    fp = config.fingerprint("minhash")
+    for band in range(bands):
+        for rank in range(ranks):
+            lo, hi = rank * per_rank, min(n, (rank + 1) * per_rank)
+            records = np.empty(hi - lo, dtype=SIGNATURE)
+            records["key"], records["doc"] = keys[band, lo:hi], np.arange(hi - lo)
+            with RecordWriter(
+                out, signature_path(band, rank), Header(SIG_KIND, fp, rank, ranks, SIGNATURE.itemsize)
+            ) as w:
+                w.write(records)
+                w.commit(extra=hi - lo)

@@ -18,6 +18,7 @@ Passes run URL -> exact -> MinHash; each later pass reads only what the earlier 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,12 +30,12 @@ from datatrove.pipeline.readers import ParquetReader
 from common.documents import DOCUMENT_GLOB, DocumentWriter
 from common.storage import join
 from dedup.buckets import DedupBuckets
-from dedup.clusters import DedupClusters
 from dedup.config import DedupConfig
 from dedup.filter import ID_COLUMN, SIZE_COLUMN, DedupFilter
 from dedup.index import CrossDumpClusters, CrossDumpMatches, DedupIndex
 from dedup.keys import n_bands
 from dedup.signatures import DedupSignatures
+from dedup.star import cluster_stages
 from dedup.urls import UrlClusters
 
 Stage = tuple[str, list[PipelineStep], int]
@@ -95,20 +96,21 @@ def build_dedup_stages(
     config: DedupConfig | None = None,
     tasks: int | None = None,
     write_index: bool = False,
-) -> list[Stage]:
-    """Stages to run in order. ``tasks``: document tasks (default: one per input parquet file,
-    which makes the keep rule "first in file order"); pass the curation task count when the
-    pipeline is built before ``curated/`` exists. ``write_index``: persist this dump's MinHash
-    index (``minhash/index/``) for later dumps' ``dedup_against``."""
+) -> Iterator[Stage]:
+    """Stages to run in order, each yielded when the one before has run (the cluster passes are
+    decided from the files the earlier ones wrote: see ``dedup.star.cluster_stages``).
+    ``tasks``: document tasks (default: one per input parquet file, which makes the keep rule
+    "first in file order"); pass the curation task count when the pipeline is built before
+    ``curated/`` exists. ``write_index``: persist this dump's MinHash index (``minhash/index/``)
+    for later dumps' ``dedup_against``."""
     config = config or DedupConfig()
     layout = DedupLayout(str(run_dir))
     doc_tasks = max(1, tasks if tasks is not None else count_input_files(input_folder))
     kinds = [k for k, on in (("url", config.url_dedup), ("exact", config.exact_dedup)) if on]
-    stages: list[Stage] = []
     for i, kind in enumerate([*kinds, "minhash"]):
         prefilters = [DedupFilter(layout.clusters(k), config, k, annotate=False) for k in kinds[:i]]
-        stages += _key_stages(kind, input_folder, layout, config, doc_tasks, prefilters)
-    stages += _index_stages(input_folder, layout, config, write_index)
+        yield from _key_stages(kind, input_folder, layout, config, doc_tasks, prefilters)
+    yield from _index_stages(input_folder, layout, config, write_index)
     final_filters: list[PipelineStep] = [
         DedupFilter(
             layout.clusters(kind),
@@ -142,8 +144,7 @@ def build_dedup_stages(
         ),
         DocumentWriter(layout.deduped, schema_from=input_folder, extra_fields=CLUSTER_FIELDS),
     ]
-    stages.append(("dedup_filter", filter_steps, doc_tasks))
-    return stages
+    yield "dedup_filter", filter_steps, doc_tasks
 
 
 def _index_stages(
@@ -168,7 +169,7 @@ def _key_stages(
     config: DedupConfig,
     doc_tasks: int,
     prefilters: list[PipelineStep],
-) -> list[Stage]:
+) -> Iterator[Stage]:
     prefix = "dedup" if kind == "minhash" else f"dedup_{kind}"
     sigs, buckets, clusters = layout.signatures(kind), layout.buckets(kind), layout.clusters(kind)
     signatures: Stage = (
@@ -176,10 +177,9 @@ def _key_stages(
         [document_reader(input_folder), *prefilters, DedupSignatures(sigs, config, kind)],
         doc_tasks,
     )
+    yield signatures
     if kind == "url":  # grouped by URL key in memory: no LSH buckets
-        return [signatures, (f"{prefix}_clusters", [UrlClusters(sigs, sigs, clusters, config, kind)], 1)]
-    return [
-        signatures,
-        (f"{prefix}_buckets", [DedupBuckets(sigs, buckets, config, kind)], n_bands(config, kind)),
-        (f"{prefix}_clusters", [DedupClusters(buckets, sigs, clusters, config, kind)], 1),
-    ]
+        yield f"{prefix}_clusters", [UrlClusters(sigs, sigs, clusters, config, kind)], 1
+        return
+    yield f"{prefix}_buckets", [DedupBuckets(sigs, buckets, config, kind)], n_bands(config, kind)
+    yield from cluster_stages(prefix, buckets, sigs, clusters, config, kind)

@@ -21,6 +21,7 @@ from dedup.config import DedupConfig
 from dedup.index import check_index
 from dedup.pipeline import DedupLayout, build_dedup_stages, count_input_files
 from dedup.records import CorruptFileError
+from dedup.star import buffer_records_for
 from dedup.text import spacy_english
 
 
@@ -60,6 +61,7 @@ def check_inputs(input_folder: str, out: str, config: DedupConfig, workers: int,
         raise ValueError(f"--workers and --tasks must be >= 1, got {workers} and {tasks}")
     if tasks is None and not count_input_files(input_folder):
         raise ValueError(f"no parquet files under {input_folder}")
+    buffer_records_for(config.cluster_memory_mb)  # an impossible memory cap fails here, not after the signatures
     check_writable(out)
     for index in config.dedup_against:
         try:
@@ -105,6 +107,14 @@ def main(argv: list[str] | None = None) -> None:
         metavar="RUN_DIR",
         help="earlier dumps' run folders (with --write-index): drop documents that have a near-duplicate there",
     )
+    p.add_argument(
+        "--cluster-tasks",
+        type=int,
+        default=None,
+        help="tasks per clustering pass (default: one union-find task while it fits --cluster-memory-mb, else "
+        "large-star/small-star passes); 1 = always the single task",
+    )
+    p.add_argument("--cluster-memory-mb", type=int, default=4096, help="memory cap of each clustering task")
     p.add_argument("--n-grams", type=int, default=5)
     p.add_argument("--bands", type=int, default=14)
     p.add_argument("--rows", type=int, default=8)
@@ -134,6 +144,8 @@ def _run_from_args(a: argparse.Namespace) -> dict:
         group_by=a.group_by or None,
         word_split=a.word_split,
         shingle_hash=a.shingle_hash,
+        cluster_tasks=a.cluster_tasks,
+        cluster_memory_mb=a.cluster_memory_mb,
     )
     check_inputs(a.input, a.out, config, a.workers, a.tasks)  # before the lock creates the folder
     # one writer per output folder: two runs on one --out used to leave deduped/ empty

@@ -18,12 +18,14 @@ from datatrove.pipeline.filters.base_filter import BaseFilter
 from datatrove.pipeline.writers.disk_base import DiskWriter
 
 from common.sandbox import CpuTimedSandbox, run_sandboxed
-from filters import c4, fineweb, gopher_quality, gopher_repetition
+from filters import c4, dclm, fineweb, gopher_quality, gopher_repetition
 from filters.rule import Rule, column
 from filters.words import WordTokenizer
 
 FAMILIES = (gopher_repetition, gopher_quality, c4, fineweb)  # FineWeb's order
-C4_TEXT_KEY = "_c4_text"  # C4's edit of the text when already known; consumed by the C4 filter, not a column
+ALL_FAMILIES = (*FAMILIES, dclm)  # the curated schema's columns, whichever heuristics a recipe picks
+HEURISTICS = ("fineweb", "dclm")  # signals.heuristics: FineWeb's four families, or DCLM-Baseline's one
+C4_TEXT_KEY = "_c4_text"  # C4's / DCLM's edit of the text when already known; consumed by its filter, not a column
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class SignalOptions:
     c4: c4.C4Options
     fineweb: fineweb.FineWebOptions
     timeout: float  # seconds for one document's signals (spaCy's tokenizer is super-linear on hostile text)
+    heuristics: str = "fineweb"  # "dclm": DCLM-Baseline's heuristics (filters/dclm.py), no spaCy
 
 
 @dataclass(frozen=True)
@@ -44,14 +47,24 @@ class Rules:
     gopher_quality: gopher_quality.GopherQualityRule
     c4: c4.C4Rule
     fineweb: fineweb.FineWebRule
+    dclm: dclm.DclmRule = dclm.DclmRule()  # DCLM-Baseline's thresholds; judged when signals.heuristics is dclm
 
-    def ordered(self) -> list[Rule]:
-        return [getattr(self, f.name) for f in fields(self)]
+    def ordered(self, heuristics: str = "fineweb") -> list[Rule]:
+        """The families a recipe's heuristics judge, in order."""
+        if heuristics == "dclm":
+            return [self.dclm]
+        return [getattr(self, f.name) for f in fields(self) if f.name != dclm.FAMILY]
 
 
-def signal_columns() -> list[str]:
-    """Every signal column, in a stable order (the parquet schema uses it)."""
-    return [column(family.FAMILY, name) for family in FAMILIES for name in family.SIGNALS]
+def signal_columns(families: tuple = FAMILIES) -> list[str]:
+    """Every signal column of ``families``, in a stable order (the parquet schema uses it)."""
+    return [column(family.FAMILY, name) for family in families for name in family.SIGNALS]
+
+
+def dclm_signals(text: str) -> tuple[dict[str, float], str]:
+    """DCLM's signals (as columns) and its edit of the text: URLs, newlines, then its line edits."""
+    values, edited = dclm.signals(dclm.edit_page(text))
+    return {column(dclm.FAMILY, name): value for name, value in values.items()}, edited
 
 
 def compute_signals(text: str, tokenizer: WordTokenizer, options: SignalOptions) -> tuple[dict[str, float], str]:
@@ -86,6 +99,8 @@ class _SignalsOf:
         self.tokenizers = tokenizers
 
     def __call__(self, text: str, language: str) -> tuple[dict[str, float], str]:
+        if self.options.heuristics == "dclm":
+            return dclm_signals(text)
         tokenizer = self.tokenizers.get(language) or self.tokenizers.setdefault(language, WordTokenizer(language))
         with tokenizer.batch():
             return compute_signals(text, tokenizer, self.options)
@@ -124,7 +139,9 @@ class QualitySignals(PipelineStep):
             self.exclusion_writer.write(doc, rank)
 
     def _loaded_tokenizers(self) -> dict[str, WordTokenizer]:
-        tokenizers = {}
+        tokenizers: dict[str, WordTokenizer] = {}
+        if self.options.heuristics == "dclm":  # whitespace and word boundaries: no spaCy to load
+            return tokenizers
         for language in self.languages:
             tokenizers[language] = WordTokenizer(language)
             with tokenizers[language].batch():
@@ -156,7 +173,8 @@ class QualitySignals(PipelineStep):
 
 
 class RuleFilter(BaseFilter):
-    """One family's rule over the stored signals; the C4 family also edits the text of what it keeps."""
+    """One family's rule over the stored signals; the C4 and DCLM families also edit the text of what they keep
+    (DCLM's edit, read back from parquet by ``pipelines.refilter``, is the stored text: it is kept as is)."""
 
     def __init__(self, rule: Rule, options: SignalOptions, exclusion_writer: DiskWriter | None = None):
         self.name = rule.FAMILY  # before super().__init__: datatrove names the stats from it
@@ -169,6 +187,8 @@ class RuleFilter(BaseFilter):
         verdict = self.rule.check(doc.metadata)
         if verdict is True and self.rule.FAMILY == c4.FAMILY:
             doc.text = self._c4_text(doc)
+        elif verdict is True and self.rule.FAMILY == dclm.FAMILY:
+            doc.text = doc.metadata.pop(C4_TEXT_KEY, doc.text)
         return verdict
 
     def _c4_text(self, doc: Document) -> str:

@@ -62,7 +62,8 @@ def test_dclm_recipe_loads_under_todays_schema() -> None:
     curate = recipe.curate
     assert recipe.name == "dclm"
     assert curate.language.languages == ("en",) and curate.language.threshold == 0.65
-    assert curate.rules.c4.min_sentences is None and curate.rules.fineweb.max_char_dup_ratio is None
+    assert curate.signals.heuristics == "dclm"  # DCLM's own heuristics replace FineWeb's four families
+    assert [rule.FAMILY for rule in curate.rules.ordered(curate.signals.heuristics)] == ["dclm"]
     assert curate.quality_classifier.top_fraction == 0.1
     assert (curate.extraction.extractor, curate.extraction.main_content, curate.reader.library) == (
         "resiliparse",

@@ -1,0 +1,564 @@
+"""Distributed clustering of the duplicate pairs: large-star / small-star passes over partitioned edge files.
+
+The single-task union-find (``dedup/clusters.py``) holds every clustered document in one process
+(~110 bytes per pair): fine for a crawl's slice, not for a whole dump. Here every pass is a stage of
+``tasks`` datatrove tasks; a task reads only the edges routed to it, sorts them on disk
+(``ExternalSorter``, its buffer sized from the memory cap) and streams them group by group, so its
+memory is the sort buffer whatever the corpus size.
+
+Passes (Kiveris et al. 2014, "Connected Components in MapReduce and Beyond"), edges keyed by node:
+
+* **route**: every band's pairs, each edge in both directions, to the task ``fmix64(node) % tasks``.
+* **large-star** (odd passes): for node ``u`` with neighbours ``N``, ``m = min(N + u)``; every
+  neighbour ``v > u`` is linked to ``m`` instead. Edges are keyed by their larger end for the next pass.
+* **small-star** (even passes): for ``u`` with smaller neighbours ``N``, ``m = min N``; ``u`` and every
+  ``v`` in ``N`` are linked to ``m``. Edges go out in both directions for the next large-star.
+
+Each task counts its changes (large-star: an edge rewired; small-star: a smaller neighbour beyond the
+first). When a large-star and the small-star after it change nothing, every component is a star around
+its smallest node, which is the union-find's root and the kept document. Then:
+
+* **sizes**: (root, member) edges re-routed by input rank range, with each range's number of roots;
+* **number**: cluster ids = roots before this range + position in it (the union-find's numbering,
+  clusters in the order of their kept documents), sizes; records go to their document's range;
+* **write**: sorted by node, the ``<rank>.clusters`` files the filter reads, unchanged in format;
+* **summary** (one task, the stage named like the single task's): ``summary.json``, the same fields.
+
+Every file is a checksummed record file written atomically; each task writes a ``.json`` receipt last,
+and a task whose receipt and files are valid is skipped, so a killed run resumes pass by pass.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+from datatrove.data import DocumentsPipeline
+from datatrove.io import DataFolder, DataFolderLike, get_datafolder
+from datatrove.pipeline.base import PipelineStep
+from datatrove.utils.logging import logger
+
+from dedup.buckets import band_pairs
+from dedup.clusters import CLUSTER_TABLE, SUMMARY, DedupClusters, cluster_summary, docs_per_rank
+from dedup.config import DedupConfig
+from dedup.extsort import KEYED, ExternalSorter
+from dedup.formats import CLUSTER, CLUSTER_KIND, clusters_path, node_doc, node_rank, pairs_path
+from dedup.keys import n_bands
+from dedup.minhash import fmix64
+from dedup.pairs import PAIR, PAIR_KIND
+from dedup.records import CorruptFileError, Header, RecordFile, RecordWriter, is_valid, open_records
+
+EDGE_KIND = b"EDGE"
+LABEL_KIND = b"LABL"
+WORK = "work"
+BY_PAIR = ("key", "node")
+MAX_PASSES = 200
+
+# Memory model of one pass task (measured with bench.dedup_cluster_scale, see dedup/README.md):
+# the interpreter with numpy + datatrove, plus ~80 bytes per record of sort buffer (the buffer, its
+# lexsort permutation and the sorted copy, the pass's temporaries; 48 let a 10M-document task reach 266 MB
+# under a 256 MB cap).
+TASK_BASE_MB = 120
+BYTES_PER_BUFFERED_RECORD = 80
+MIN_BUFFER_RECORDS = 1 << 14
+# Single-task union-find: ~110 bytes per pair on top of the interpreter (200 MB at 1.27M pairs).
+UNION_FIND_BYTES_PER_PAIR = 110
+UNION_FIND_BASE_MB = 70
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """Pre-flight figures for the cluster stage: which path runs and what each task needs."""
+
+    mode: str  # "single" or "distributed"
+    tasks: int
+    memory_mb_per_task: float
+    disk_mb_per_task: float
+    buffer_records: int
+    pairs: int
+
+    def describe(self) -> str:
+        return (
+            f"clusters: {self.mode}, {self.tasks} task(s) per pass, {self.pairs:,} pairs, "
+            f"<= {self.memory_mb_per_task:,.0f} MB memory and ~{self.disk_mb_per_task:,.0f} MB disk per task"
+        )
+
+
+def union_find_mb(pairs: int) -> float:
+    return UNION_FIND_BASE_MB + pairs * UNION_FIND_BYTES_PER_PAIR / 2**20
+
+
+def buffer_records_for(memory_mb: float) -> int:
+    """Sort buffer (records) that keeps a pass task under ``memory_mb``; ValueError when none fits."""
+    records = int((memory_mb - TASK_BASE_MB) * 2**20 / BYTES_PER_BUFFERED_RECORD)
+    if records < MIN_BUFFER_RECORDS:
+        need = TASK_BASE_MB + MIN_BUFFER_RECORDS * BYTES_PER_BUFFERED_RECORD / 2**20
+        raise ValueError(f"cluster memory cap {memory_mb:g} MB is below the {need:.0f} MB a cluster task needs")
+    return records
+
+
+def plan_clusters(pairs: int, config: DedupConfig) -> ClusterPlan:
+    """Single task when its union-find fits the memory cap (or ``cluster_tasks == 1``), else distributed
+    with ``cluster_tasks`` tasks (auto: one per 8M pairs, at least 2). Disk: a pass reads and writes
+    every edge in both directions (2 x 16 bytes), spread over the tasks, two passes kept on disk."""
+    cap = config.cluster_memory_mb
+    buffer = buffer_records_for(cap)
+    tasks = config.cluster_tasks
+    if tasks == 1 or (tasks is None and union_find_mb(pairs) <= cap):
+        return ClusterPlan("single", 1, union_find_mb(pairs), pairs * 16 / 2**20, 0, pairs)
+    tasks = tasks or max(2, math.ceil(pairs / 8_000_000))
+    per_task_records = 2 * pairs / tasks
+    memory = TASK_BASE_MB + min(buffer, per_task_records) * BYTES_PER_BUFFERED_RECORD / 2**20
+    disk = 3 * per_task_records * KEYED.itemsize / 2**20  # input, sorted runs, output
+    return ClusterPlan("distributed", tasks, memory, disk, buffer, pairs)
+
+
+def count_pairs(pairs_folder: DataFolderLike, config: DedupConfig, kind: str) -> int | None:
+    """Pairs in the band files (their footers), None when they are not all there yet."""
+    folder, fp, bands = get_datafolder(pairs_folder), config.fingerprint(kind), n_bands(config, kind)
+    total = 0
+    for band in range(bands):
+        try:
+            total += open_records(folder, pairs_path(band), PAIR_KIND, fp, PAIR, rank=band, world_size=bands).n_records
+        except CorruptFileError:
+            return None
+    return total
+
+
+def hash_part(nodes: np.ndarray, tasks: int) -> np.ndarray:
+    return (fmix64(nodes.astype(np.uint64)) % np.uint64(tasks)).astype(np.int64)
+
+
+def range_part(nodes: np.ndarray, world: int, tasks: int) -> np.ndarray:
+    """Task of a node by its input rank: ranges of ranks, so range order is node order."""
+    return node_rank(nodes) * tasks // world
+
+
+def rank_range(part: int, world: int, tasks: int) -> range:
+    """The input ranks whose nodes ``range_part`` sends to ``part``."""
+    return range(-(-part * world // tasks), -(-(part + 1) * world // tasks))
+
+
+class RoutedWriter:
+    """One record file per destination task (``<dir>/<dst>/<src>.<ext>``) plus a receipt ``<dir>/<src>.json``."""
+
+    def __init__(
+        self, folder: DataFolder, directory: str, src: int, tasks: int, fp: int, kind: bytes, dtype: np.dtype
+    ) -> None:
+        self.folder, self.directory, self.src, self.tasks = folder, directory, src, tasks
+        ext = "edges" if kind == EDGE_KIND else "labels"
+        self.writers = [
+            RecordWriter(folder, f"{directory}/{dst:05d}/{src:05d}.{ext}", Header(kind, fp, src, tasks, dtype.itemsize))
+            for dst in range(tasks)
+        ]
+        self.records = 0
+
+    def write(self, records: np.ndarray, dests: np.ndarray) -> None:
+        if not len(records):
+            return
+        order = np.argsort(dests, kind="stable")
+        bounds = np.searchsorted(dests[order], np.arange(self.tasks + 1))
+        for dst in range(self.tasks):
+            if bounds[dst + 1] > bounds[dst]:
+                self.writers[dst].write(records[order[bounds[dst] : bounds[dst + 1]]])
+        self.records += len(records)
+
+    def commit(self, receipt: dict) -> None:
+        for w in self.writers:
+            w.commit()
+        path = receipt_path(self.directory, self.src)
+        with self.folder.open(path + ".tmp", "wt") as f:
+            json.dump({**receipt, "records": self.records}, f)
+        self.folder.mv(path + ".tmp", path)
+
+    def abort(self) -> None:
+        for w in self.writers:
+            w.abort()
+
+    def __enter__(self) -> RoutedWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:  # a failing task leaves no file of its own behind
+            self.abort()
+
+
+def receipt_path(directory: str, src: int) -> str:
+    return f"{directory}/{src:05d}.json"
+
+
+def read_receipts(folder: DataFolder, directory: str, tasks: int) -> list[dict]:
+    receipts = []
+    for src in range(tasks):
+        path = receipt_path(directory, src)
+        if not folder.exists(path):
+            raise CorruptFileError(f"{folder.resolve_paths(path)}: missing (did a cluster task fail?)")
+        with folder.open(path, "rt") as f:
+            receipts.append(json.load(f))
+    return receipts
+
+
+def incoming(
+    folder: DataFolder, directory: str, dst: int, tasks: int, fp: int, kind: bytes, dtype: np.dtype
+) -> list[RecordFile]:
+    """The files every task of the previous pass routed to ``dst``, validated as a complete set."""
+    ext = "edges" if kind == EDGE_KIND else "labels"
+    return [
+        open_records(folder, f"{directory}/{dst:05d}/{src:05d}.{ext}", kind, fp, dtype, rank=src, world_size=tasks)
+        for src in range(tasks)
+    ]
+
+
+def pass_dir(index: int) -> str:
+    return f"{WORK}/pass_{index:03d}"
+
+
+class _Groups:
+    """Walks (key, node) records sorted by the pair across blocks: drops repeated records and gives each
+    record its group's first (smallest) node and whether it starts its group."""
+
+    def __init__(self) -> None:
+        self.last: tuple[int, int] | None = None
+        self.first = 0
+
+    def feed(self, block: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        key, node = block["key"], block["node"]
+        keep = np.ones(len(block), dtype=bool)
+        keep[1:] = (key[1:] != key[:-1]) | (node[1:] != node[:-1])
+        if self.last is not None and len(block):
+            keep[0] = (int(key[0]), int(node[0])) != self.last
+        block = block[keep]
+        key, node = block["key"], block["node"]
+        n = len(block)
+        if not n:
+            return block, np.zeros(0, dtype=bool), np.zeros(0, dtype=np.uint64)
+        starts = np.empty(n, dtype=bool)
+        starts[0] = self.last is None or int(key[0]) != self.last[0]
+        np.not_equal(key[1:], key[:-1], out=starts[1:])
+        idx = np.where(starts, np.arange(n), -1)
+        np.maximum.accumulate(idx, out=idx)
+        first = np.where(idx >= 0, node[np.maximum(idx, 0)], np.uint64(self.first))
+        self.last, self.first = (int(key[-1]), int(node[-1])), int(first[-1])
+        return block, starts, first
+
+
+def _edges(keys: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    out = np.empty(len(keys), dtype=KEYED)
+    out["key"], out["node"] = keys, nodes
+    return out
+
+
+class _ClusterTask(PipelineStep):
+    """What every cluster pass shares: folders, fingerprint, task count, sort buffer, skip when done."""
+
+    type = "🫂 - DEDUP"
+
+    def __init__(
+        self,
+        pairs_folder: DataFolderLike,
+        signatures_folder: DataFolderLike,
+        output_folder: DataFolderLike,
+        config: DedupConfig,
+        kind: str,
+        tasks: int,
+    ) -> None:
+        super().__init__()
+        self.pairs_folder = get_datafolder(pairs_folder)
+        self.signatures_folder = get_datafolder(signatures_folder)
+        self.output_folder = get_datafolder(output_folder)
+        self.config, self.kind, self.tasks = config, kind, tasks
+        self.fingerprint = config.fingerprint(kind)
+        self.buffer_records = buffer_records_for(config.cluster_memory_mb)
+
+    directory = ""
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
+        if world_size != self.tasks:
+            raise ValueError(f"{self.name}: planned for {self.tasks} tasks, got {world_size}")
+        if self.output_folder.exists(receipt_path(self.directory, rank)):
+            logger.info(f"{self.directory} task {rank} already complete, skipping")
+            return
+        self.process(rank)
+
+    def process(self, rank: int) -> None:
+        raise NotImplementedError
+
+    def writer(self, rank: int, kind: bytes = EDGE_KIND, dtype: np.dtype = KEYED) -> RoutedWriter:
+        return RoutedWriter(self.output_folder, self.directory, rank, self.tasks, self.fingerprint, kind, dtype)
+
+    def sorted_input(
+        self, directory: str, rank: int, kind: bytes = EDGE_KIND, dtype: np.dtype = KEYED, order: tuple = BY_PAIR
+    ) -> Iterator[np.ndarray]:
+        files = incoming(self.output_folder, directory, rank, self.tasks, self.fingerprint, kind, dtype)
+        sorter = ExternalSorter(
+            self.output_folder, f"{self.directory}/{rank:05d}.runs", self.fingerprint, self.buffer_records,
+            dtype=dtype, order=order,
+        )  # fmt: skip
+        try:
+            block = max(1024, self.buffer_records // 4)
+            with self.track_time("sort"):
+                for f in files:
+                    for records in f.blocks(block):
+                        sorter.add_records(records)
+            chunk = max(1024, self.buffer_records // 8)  # the passes' numpy temporaries scale with the block
+            for sorted_block in sorter.sorted_blocks():
+                for start in range(0, len(sorted_block), chunk):
+                    yield sorted_block[start : start + chunk]
+        finally:
+            sorter.close()
+
+    def docs_per_rank(self) -> list[int]:
+        return docs_per_rank(self.signatures_folder, self.fingerprint)
+
+
+class ClusterRoute(_ClusterTask):
+    """Pass 0: the bands' pairs (task ``r`` reads bands ``r, r + tasks, ...``), both directions, by node hash."""
+
+    name = "🎯 clusters: route"
+    directory = pass_dir(0)
+
+    def process(self, rank: int) -> None:
+        bands = n_bands(self.config, self.kind)
+        with self.writer(rank) as out:
+            for band in range(rank, bands, self.tasks):
+                pairs = band_pairs(self.pairs_folder, self.signatures_folder, band, bands, self.fingerprint)
+                for block in pairs.blocks(max(1024, self.buffer_records // 4)):
+                    both = np.concatenate([_edges(block["a"], block["b"]), _edges(block["b"], block["a"])])
+                    out.write(both, hash_part(both["key"], self.tasks))
+                    self.stat_update("pairs", value=len(block))
+            out.commit({"changes": -1})
+
+
+class StarPass(_ClusterTask):
+    """Pass ``index`` >= 1: large-star when odd, small-star when even (see the module docstring)."""
+
+    def __init__(self, *args: object, index: int, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.index = index
+        self.large = index % 2 == 1
+        self.directory = pass_dir(index)
+        self.name = f"🎯 clusters: {'large' if self.large else 'small'}-star {index}"
+
+    def process(self, rank: int) -> None:
+        changes = 0
+        groups = _Groups()
+        with self.writer(rank) as out:
+            for block in self.sorted_input(pass_dir(self.index - 1), rank):
+                block, starts, first = groups.feed(block)
+                key, node = block["key"], block["node"]
+                if self.large:  # neighbours above u go to m = min(u, smallest neighbour)
+                    m = np.minimum(key, first)
+                    up = node > key
+                    changes += int(np.count_nonzero(up & (m != key)))
+                    edges = _edges(node[up], m[up])  # keyed by the larger end, for small-star
+                    out.write(edges, hash_part(edges["key"], self.tasks))
+                else:  # u and its other smaller neighbours go to m, the smallest
+                    changes += int(np.count_nonzero(~starts))
+                    x = np.where(starts, key, node)
+                    edges = np.concatenate([_edges(x, first), _edges(first, x)])
+                    out.write(edges, hash_part(edges["key"], self.tasks))
+            self.stat_update("changes", value=changes)
+            out.commit({"changes": changes})
+
+
+class ClusterSizes(_ClusterTask):
+    """(root, member) edges of the converged stars, re-routed to the range task of their root, and how many
+    roots each range task gets (the offsets of the cluster ids)."""
+
+    name = "🎯 clusters: sizes"
+    directory = f"{WORK}/roots"
+
+    def __init__(self, *args: object, last_pass: int, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.last_pass = last_pass
+
+    def process(self, rank: int) -> None:
+        world = len(self.docs_per_rank())
+        roots = np.zeros(self.tasks, dtype=np.int64)
+        groups = _Groups()
+        with self.writer(rank) as out:
+            for block in self.sorted_input(pass_dir(self.last_pass), rank):
+                block = block[block["key"] < block["node"]]
+                block, starts, _ = groups.feed(block)
+                dests = range_part(block["key"], world, self.tasks)
+                roots += np.bincount(dests[starts], minlength=self.tasks)
+                out.write(block, dests)
+            out.commit({"roots": roots.tolist()})
+
+
+class ClusterNumbers(_ClusterTask):
+    """Cluster ids (roots of earlier ranges + position here) and sizes, sent to the document's range task."""
+
+    name = "🎯 clusters: number"
+    directory = f"{WORK}/labels"
+
+    def process(self, rank: int) -> None:
+        world = len(self.docs_per_rank())
+        receipts = read_receipts(self.output_folder, ClusterSizes.directory, self.tasks)
+        next_id = int(sum(sum(r["roots"][:rank]) for r in receipts))
+        sizes: list[int] = []
+        pending: list[np.ndarray] = []  # the group that may continue in the next block
+
+        def flush(group_blocks: list[np.ndarray]) -> None:
+            nonlocal next_id
+            group = np.concatenate(group_blocks)
+            starts = np.flatnonzero(np.r_[True, group["key"][1:] != group["key"][:-1]])
+            counts = np.diff(np.r_[starts, len(group)])
+            ids = next_id + np.arange(len(starts))
+            next_id += len(starts)
+            sizes.extend((counts + 1).tolist())
+            member_ids, member_sizes = np.repeat(ids, counts), np.repeat(counts + 1, counts)
+            table = np.empty(len(group) + len(starts), dtype=CLUSTER_TABLE)
+            table["node"] = np.r_[group["key"][starts], group["node"]]
+            table["size"] = np.r_[counts + 1, member_sizes]
+            table["cluster"] = np.r_[ids, member_ids]
+            table["keep"] = np.r_[np.ones(len(starts), np.uint8), np.zeros(len(group), np.uint8)]
+            out.write(table, range_part(table["node"], world, self.tasks))
+
+        with self.writer(rank, LABEL_KIND, CLUSTER_TABLE) as out:
+            groups = _Groups()
+            for block in self.sorted_input(ClusterSizes.directory, rank):
+                block, _, _ = groups.feed(block)
+                if not len(block):
+                    continue
+                if pending and block["key"][0] != pending[0]["key"][0]:
+                    flush(pending)
+                    pending = []
+                tail = int(np.searchsorted(block["key"], block["key"][-1], side="left"))
+                if tail:  # every group before the block's last one is complete
+                    flush([*pending, block[:tail]])
+                    pending = []
+                pending.append(block[tail:])
+                if sum(len(p) for p in pending) > self.buffer_records:
+                    raise ValueError(f"a cluster of more than {self.buffer_records:,} documents: raise the memory cap")
+            if pending:
+                flush(pending)
+            values, counts = np.unique(np.array(sizes, dtype=np.int64), return_counts=True)
+            hist = {int(s): int(c) for s, c in zip(values, counts, strict=True)}
+            out.commit({"clusters": len(sizes), "in_clusters": int(sum(sizes)), "histogram": hist})
+
+
+class ClusterWrite(_ClusterTask):
+    """The ``<rank>.clusters`` files of this task's input ranks, sorted by document."""
+
+    name = "🎯 clusters: write"
+    directory = f"{WORK}/written"
+
+    def process(self, rank: int) -> None:
+        counts = self.docs_per_rank()
+        world = len(counts)
+        ranks = rank_range(rank, world, self.tasks)
+        writers: dict[int, RecordWriter] = {}
+        sorted_blocks = self.sorted_input(ClusterNumbers.directory, rank, LABEL_KIND, CLUSTER_TABLE, ("node",))
+        try:
+            for r in ranks:
+                header = Header(CLUSTER_KIND, self.fingerprint, r, world, CLUSTER.itemsize)
+                writers[r] = RecordWriter(self.output_folder, clusters_path(r), header)
+            for block in sorted_blocks:
+                doc_rank = node_rank(block["node"])
+                for r in np.unique(doc_rank).tolist():
+                    part = block[doc_rank == r]
+                    records = np.empty(len(part), dtype=CLUSTER)
+                    records["doc"] = node_doc(part["node"])
+                    for field in ("size", "cluster", "keep"):
+                        records[field] = part[field]
+                    writers[r].write(records)
+            for r in ranks:
+                writers[r].commit(extra=counts[r])
+            path = receipt_path(self.directory, rank)
+            with self.output_folder.open(path + ".tmp", "wt") as f:
+                json.dump({"ranks": [ranks.start, ranks.stop]}, f)
+            self.output_folder.mv(path + ".tmp", path)
+        except BaseException:
+            for w in writers.values():
+                if not w.committed:
+                    w.abort()
+            raise
+
+
+class ClusterSummary(DedupClusters):
+    """One task: ``summary.json`` from the number tasks' receipts, the cluster files checked; the work
+    folder is removed."""
+
+    name = "🎯 clusters: summary"
+
+    def __init__(self, *args: object, tasks: int, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.tasks = tasks
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
+        counts = docs_per_rank(self.signatures_folder, self.signature_fingerprint)
+        if self.complete(counts):
+            logger.info("clusters already complete, skipping")
+            return
+        receipts = read_receipts(self.output_folder, ClusterNumbers.directory, self.tasks)
+        for r in range(len(counts)):
+            open_records(self.output_folder, clusters_path(r), CLUSTER_KIND, self.fingerprint, CLUSTER, r, len(counts))
+        hist: dict[int, int] = {}
+        for receipt in receipts:
+            for size, n in receipt["histogram"].items():
+                hist[int(size)] = hist.get(int(size), 0) + n
+        summary = cluster_summary(self.kind, sum(counts), sum(r["in_clusters"] for r in receipts), hist)
+        self.write_summary(summary)
+        if self.output_folder.exists(WORK):
+            self.output_folder.rm(WORK, recursive=True)
+
+    def complete(self, counts: list[int]) -> bool:
+        world = len(counts)
+        fp = self.fingerprint
+        files_ok = all(
+            is_valid(self.output_folder, clusters_path(r), CLUSTER_KIND, fp, CLUSTER, rank=r, world_size=world)
+            for r in range(world)
+        )
+        return files_ok and self.output_folder.exists(SUMMARY)
+
+
+def converged(output_folder: DataFolder, index: int, tasks: int) -> bool:
+    """After small-star pass ``index``: did it and the large-star before it change nothing?"""
+    return all(
+        sum(r["changes"] for r in read_receipts(output_folder, pass_dir(i), tasks)) == 0 for i in (index - 1, index)
+    )
+
+
+def cluster_stages(
+    prefix: str,
+    pairs_folder: str,
+    signatures_folder: str,
+    output_folder: str,
+    config: DedupConfig,
+    kind: str,
+) -> Iterator[tuple[str, list[PipelineStep], int]]:
+    """The cluster stage(s), yielded one by one: each pass is decided after the one before has run.
+    The single task when ``plan_clusters`` says so (also when the pairs are not written yet)."""
+    args = (pairs_folder, signatures_folder, output_folder, config, kind)
+    pairs = count_pairs(pairs_folder, config, kind)
+    plan = plan_clusters(pairs or 0, config)
+    if pairs is None or plan.mode == "single":
+        yield f"{prefix}_clusters", [DedupClusters(*args)], 1
+        return
+    logger.info(plan.describe())
+    tasks, out = plan.tasks, get_datafolder(output_folder)
+    summary = ClusterSummary(*args, tasks=tasks)
+    if summary.complete(docs_per_rank(summary.signatures_folder, summary.signature_fingerprint)):
+        yield f"{prefix}_clusters", [summary], 1
+        return
+    yield f"{prefix}_clusters_route", [ClusterRoute(*args, tasks)], tasks
+    index = 1
+    while True:
+        yield f"{prefix}_clusters_pass_{index:03d}", [StarPass(*args, tasks, index=index)], tasks
+        if index >= 3 and out.exists(pass_dir(index - 2)):  # its receipts stay; its edges are read no more
+            for dst in range(tasks):
+                if out.exists(f"{pass_dir(index - 2)}/{dst:05d}"):
+                    out.rm(f"{pass_dir(index - 2)}/{dst:05d}", recursive=True)
+        if index % 2 == 0 and converged(out, index, tasks):
+            break
+        index += 1
+        if index > MAX_PASSES:
+            raise RuntimeError(f"{output_folder}: clusters did not converge in {MAX_PASSES} passes")
+    yield f"{prefix}_clusters_sizes", [ClusterSizes(*args, tasks, last_pass=index)], tasks
+    yield f"{prefix}_clusters_number", [ClusterNumbers(*args, tasks)], tasks
+    yield f"{prefix}_clusters_write", [ClusterWrite(*args, tasks)], tasks
+    yield f"{prefix}_clusters", [summary], 1

@@ -1,0 +1,321 @@
+"""DCLM-Baseline's heuristics (Li et al. 2024): its RefinedWeb reproduction, as one rule family.
+
+DCLM (``baselines/baselines_configs/dclm_baseline_refinedweb.yaml`` in mlfoundations/dclm) runs, after
+the URL filters and before the language filter, two text edits (URL removal, newlines collapsed to at
+most two), then page-level filters, then line edits (upper-case lines, counter lines such as "12 likes",
+one-word lines, "items in cart" / "Read more..." / "Sign-in" stubs) and drops a page that lost more than
+5 % of its words to them. Its tokenisation is cheap: whitespace (``str.split``) for most rules,
+fastText's tokenizer (ASCII whitespace, a word counted when its first character is alphanumeric) for
+the word counts, and Unicode word boundaries for the repeated n-grams (``regex``'s word mode with one
+fix, standing in for ``uniseg``). No spaCy.
+
+Signals (columns ``dclm_<signal>``) are computed on the edited text (``edit_page``) so every threshold
+can change later without recomputing; the decision equals DCLM's filter chain, whose order does not
+matter since every page filter reads the same text. Reasons name the signal (``dclm_word_count``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import regex
+
+from filters.gopher_quality import has_letter
+from filters.rule import AMOUNT, FRACTION, Bound, Rule, ratio
+
+FAMILY = "dclm"
+STOP_WORDS = frozenset({"the", "be", "to", "of", "and", "that", "have", "with"})
+BULLETS = ("●", "•", "*", "-")
+ELLIPSES = ("...", ". . .", "\u2026")
+SYMBOLS = ("#", "...", ". . .", "\u2026")
+# Gopher's repetition bounds as DCLM's massive_web_repetition_filters sets them
+TOP_NGRAMS = {2: 0.20, 3: 0.18, 4: 0.16}  # characters in the most common n-gram
+DUP_NGRAMS = {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10}  # characters in repeated n-grams
+SIGNALS = (
+    "word_count",
+    "mean_word_length",
+    "symbol_word_ratio",
+    "bullet_lines_ratio",
+    "end_ellipsis_lines_ratio",
+    "non_alpha_words_ratio",
+    "stop_word_count",
+    "dup_line_ratio",
+    "dup_para_ratio",
+    "dup_line_char_ratio",
+    "dup_para_char_ratio",
+    *(f"top_{n}gram_char_ratio" for n in TOP_NGRAMS),
+    *(f"dup_{n}gram_char_ratio" for n in DUP_NGRAMS),
+    "words_removed_ratio",
+)
+
+# a token start: an alphanumeric character ([^\W_] is str.isalnum in re) after ASCII whitespace or at the start
+_COUNTED_WORD = re.compile(r"(?<![^ \n\r\t\v\f\x00])[^\W_]")
+# every URL match holds one of these (a domain character, a dot, a TLD's first character); every IPv4 match a
+# digit, a dot, a digit: pages without them skip the costly patterns
+_MAY_HOLD_URL = re.compile(r"[-a-zA-Z0-9@:%._+~#=]\.[a-z0-9]")
+_MAY_HOLD_IP = re.compile(r"\d\.\d")
+_ASCII_UPPER = bytes(range(ord("A"), ord("Z") + 1))
+_ASCII_DIGITS = b"0123456789"
+_WORD_BOUNDARY = regex.compile(r"(?w)\b")
+_LEADING_QUOTES = "'\u2018\u2019"
+_NEWLINES = re.compile(r"\n{3,}")
+_IPV4 = re.compile(
+    r"\s{0,10}\b((https?|ftp)://)?(?:[0-2]?[0-9]{1,2}\.){3}[0-2]?[0-9]{1,2}[-a-zA-Z0-9()@:%_\+.~#?&//=]*"
+)
+_COUNTER_LINE = re.compile(
+    r"^\W*\d(?:,|\.|\d)*(?:K|k|M|m|B|b)?\s+(?:likes|shares|comments|retweets|reposts|quotes|bookmarks|upvotes"
+    r"|downvotes|downloads|views|followers)\W*$"
+)
+# DCLM's three stub edits on lines of at most 10 words; its "Read more..." is a regex, so its dots match any
+# character, as here
+_STUBS = (
+    re.compile(r"\s?(?:items in cart)", re.I),
+    re.compile(r"\s?(?:read more...)$", re.I),
+    re.compile(r"^(?:sign-in)\s?", re.I),
+)
+
+
+@lru_cache(maxsize=1)
+def _top_level_domains() -> tuple[str, ...]:
+    """Every top-level domain of the Public Suffix List snapshot bundled with tldextract (offline), ASCII form;
+    DCLM reads IANA's list, a few retired or new names apart the same set."""
+    from tldextract.tldextract import TLDExtract
+
+    names = {s for s in TLDExtract(suffix_list_urls=(), cache_dir=None)._get_tld_extractor().tlds() if "." not in s}
+    ascii_names = set()
+    for name in names:
+        try:
+            ascii_names.add(name.encode("idna").decode("ascii").lower())
+        except UnicodeError:
+            continue
+    return tuple(sorted(ascii_names, key=lambda s: (-len(s), s)))
+
+
+@lru_cache(maxsize=1)
+def _url_patterns() -> tuple[re.Pattern, re.Pattern]:
+    """(a page "starts with a TLD", case-insensitive: DCLM removes URLs only then; URLs with a known TLD)."""
+    alternation = "|".join(map(re.escape, _top_level_domains()))
+    starts = re.compile(f"(?:{alternation})", re.I)
+    urls = re.compile(
+        rf"\s{{0,10}}(?:((https?|ftp)://))?[-a-zA-Z0-9@:%._\+~#=]{{1,256}}\.({alternation})\b([-a-zA-Z0-9()@:%_\+.~#?&//=]*)"
+    )
+    return starts, urls
+
+
+def remove_urls(text: str) -> str:
+    """DCLM's ``url_removal_modifier``: URLs when the page starts with a TLD's letters, IPv4 addresses always."""
+    starts, urls = _url_patterns()
+    if starts.match(text) and _MAY_HOLD_URL.search(text):
+        text = urls.sub("", text)
+    return _IPV4.sub("", text) if _MAY_HOLD_IP.search(text) else text
+
+
+def counted_words(text: str) -> int:
+    """DCLM's word count: fastText's tokens (split at ASCII whitespace) whose first character is alphanumeric."""
+    return len(_COUNTED_WORD.findall(text))
+
+
+def segment_words(text: str) -> list[str]:
+    """Unicode word-boundary segments whose first character is alphanumeric (DCLM: ``uniseg`` words)."""
+    # regex keeps a quote before a word in one segment; UAX #29 breaks there
+    pieces = _WORD_BOUNDARY.split(text)
+    return [q for p in pieces if (q := p.lstrip(_LEADING_QUOTES) if p[:1] in _LEADING_QUOTES else p)[:1].isalnum()]
+
+
+def _count_in_line(line: str, ascii_chars: bytes, test: str) -> int:
+    """Characters of ``line`` passing ``str.<test>``: by ``bytes.translate`` when ASCII (one C call)."""
+    if line.isascii():
+        return len(line) - len(line.encode().translate(None, ascii_chars))
+    return sum(map(getattr(str, test), line))
+
+
+def edit_lines(text: str) -> str:
+    """DCLM's line edits in its order; "" when nothing is left (the page is then dropped)."""
+    lines = text.split("\n")
+    lines = [ln for ln in lines if not ln or _count_in_line(ln, _ASCII_UPPER, "isupper") / len(ln) <= 0.5]
+    text = "\n".join(lines).strip()
+    lines = text.split("\n")
+    lines = [ln for ln in lines if not ln or _count_in_line(ln, _ASCII_DIGITS, "isdigit") / len(ln) <= 0.999999]
+    text = "\n".join(lines).strip()
+    text = "\n".join(ln for ln in text.split("\n") if not _COUNTER_LINE.search(ln.lower())).strip()
+    if not text:
+        return ""
+    text = "\n".join(ln for ln in text.split("\n") if not ln or len(ln.split()) >= 2)
+    for stub in _STUBS:
+        kept = []
+        for line in text.split("\n"):
+            if len(line.split()) <= 10:
+                edited = stub.sub("", line)
+                if line and (not edited or edited.isspace()):
+                    continue
+                line = edited
+            kept.append(line)
+        text = "\n".join(kept).strip()
+    return text
+
+
+def edit_page(text: str) -> str:
+    """The text DCLM's page filters read: URLs removed, runs of newlines cut to two."""
+    return _NEWLINES.sub("\n\n", remove_urls(text))
+
+
+def _segment_repetition(segments: list[str]) -> tuple[float, float]:
+    """(share of segments that repeat, share of their characters); one segment repeats nothing."""
+    if len(segments) <= 1:
+        return (0.0, 0.0) if segments else (math.inf, math.inf)
+    counts = Counter(segments)
+    total_chars = sum(len(s) for s in segments)
+    repeated = [(s, c) for s, c in counts.items() if c > 1]
+    by_count = sum(c for _, c in repeated) / len(segments)
+    by_chars = sum(len(s) * c for s, c in repeated) / total_chars if total_chars else 0.0
+    return by_count, by_chars
+
+
+_MIXERS = np.random.default_rng(20240611).integers(1, 2**63, size=10, dtype=np.uint64) | np.uint64(1)
+
+
+def _gram_keys(ids: np.ndarray, n: int, m: int, vocabulary: int) -> np.ndarray:
+    """One uint64 per n-gram: the ids packed exactly when ``vocabulary ** n`` fits 64 bits, else a sum of ids
+    times odd random 64-bit constants (two different n-grams collide with probability about 2^-64)."""
+    keys = np.zeros(m, dtype=np.uint64)
+    if vocabulary**n < 2**64:
+        for i in range(n):
+            keys = keys * np.uint64(vocabulary) + ids[i : i + m].astype(np.uint64)
+    else:
+        for i in range(n):
+            keys += (ids[i : i + m].astype(np.uint64) + np.uint64(1)) * _MIXERS[i]
+    return keys
+
+
+def _ngram_ratios(words: list[str]) -> dict[str, float]:
+    """Gopher's n-gram repetition over word ids, n-grams compared by one 64-bit key each (``_gram_keys``)."""
+    out = {f"top_{n}gram_char_ratio": 0.0 for n in TOP_NGRAMS} | {f"dup_{n}gram_char_ratio": 0.0 for n in DUP_NGRAMS}
+    if not words:
+        return out
+    ids_of: dict[str, int] = {}
+    ids = np.fromiter((ids_of.setdefault(w, len(ids_of)) for w in words), dtype=np.int64, count=len(words))
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    total = int(lengths.sum())
+    prefix = np.concatenate([[0], np.cumsum(lengths)])
+    for n in (*TOP_NGRAMS, *DUP_NGRAMS):
+        m = len(words) - n + 1
+        if m <= 0:
+            continue
+        _, inverse, counts = np.unique(_gram_keys(ids, n, m, len(ids_of)), return_inverse=True, return_counts=True)
+        per_gram = counts[inverse]
+        top = int(per_gram.max())
+        if top == 1:
+            continue
+        chars = prefix[n : n + m] - prefix[:m]
+        if n in TOP_NGRAMS:
+            out[f"top_{n}gram_char_ratio"] = int(chars[per_gram == top].max()) * top / total
+        else:
+            cover = np.zeros(len(words) + 1, dtype=np.int64)
+            starts = np.flatnonzero(per_gram > 1)
+            np.add.at(cover, starts, 1)
+            np.add.at(cover, starts + n, -1)
+            covered = np.cumsum(cover[:-1]) > 0
+            out[f"dup_{n}gram_char_ratio"] = int(lengths[covered].sum()) / total
+    return out
+
+
+def signals(text: str) -> tuple[dict[str, float], str]:
+    """The family's signals of a page (already edited by ``edit_page``) and its text after the line edits."""
+    words = text.split()
+    n_words = len(words)
+    counts = Counter(words)  # per-word tests once per distinct word
+    lines = [s for ln in text.split("\n") if (s := ln.strip())]
+    paragraphs = [s for p in text.split("\n\n") if (s := p.strip())]
+    word_count = counted_words(text)
+    dup_line, dup_line_chars = _segment_repetition(lines)
+    dup_para, dup_para_chars = _segment_repetition(paragraphs)
+    edited = edit_lines(text)
+    values = {
+        "word_count": float(word_count),
+        "mean_word_length": sum(map(len, words)) / n_words if n_words else math.nan,
+        "symbol_word_ratio": ratio(sum(text.count(s) for s in SYMBOLS), n_words),
+        "bullet_lines_ratio": ratio(sum(ln.startswith(BULLETS) for ln in lines), len(lines)),
+        "end_ellipsis_lines_ratio": ratio(sum(ln.endswith(ELLIPSES) for ln in lines), len(lines)),
+        "non_alpha_words_ratio": ratio(sum(c for w, c in counts.items() if not has_letter(w)), n_words),
+        "stop_word_count": float(sum(c for w, c in counts.items() if w.lower() in STOP_WORDS)),
+        "dup_line_ratio": dup_line,
+        "dup_para_ratio": dup_para,
+        "dup_line_char_ratio": dup_line_chars,
+        "dup_para_char_ratio": dup_para_chars,
+        **_ngram_ratios(segment_words(text)),
+        "words_removed_ratio": (word_count - counted_words(edited)) / word_count if word_count else math.inf,
+    }
+    return values, edited
+
+
+@dataclass(frozen=True)
+class DclmRule(Rule):
+    """DCLM-Baseline's thresholds (its RefinedWeb yaml); a page without words has no mean length (NaN), which
+    fails the bound here as DCLM's ``word_length_filter`` drops it."""
+
+    min_word_count: float | None = 50
+    max_word_count: float | None = 100_000
+    min_mean_word_length: float | None = 3
+    max_mean_word_length: float | None = 10
+    max_symbol_word_ratio: float | None = 0.1
+    max_bullet_lines_ratio: float | None = 0.9
+    max_end_ellipsis_lines_ratio: float | None = 0.3
+    max_non_alpha_words_ratio: float | None = 0.2
+    min_stop_word_count: float | None = 2
+    max_dup_line_ratio: float | None = 0.3
+    max_dup_para_ratio: float | None = 0.3
+    max_dup_line_char_ratio: float | None = 0.2
+    max_dup_para_char_ratio: float | None = 0.2
+    max_top_2gram_char_ratio: float | None = TOP_NGRAMS[2]
+    max_top_3gram_char_ratio: float | None = TOP_NGRAMS[3]
+    max_top_4gram_char_ratio: float | None = TOP_NGRAMS[4]
+    max_dup_5gram_char_ratio: float | None = DUP_NGRAMS[5]
+    max_dup_6gram_char_ratio: float | None = DUP_NGRAMS[6]
+    max_dup_7gram_char_ratio: float | None = DUP_NGRAMS[7]
+    max_dup_8gram_char_ratio: float | None = DUP_NGRAMS[8]
+    max_dup_9gram_char_ratio: float | None = DUP_NGRAMS[9]
+    max_dup_10gram_char_ratio: float | None = DUP_NGRAMS[10]
+    max_words_removed_ratio: float | None = 0.05
+
+    FAMILY = FAMILY
+    BOUNDS = tuple(
+        Bound(signal, side, f"{FAMILY}_{signal}", limits=limits)
+        for signal, side, limits in (
+            ("word_count", "min", AMOUNT),
+            ("word_count", "max", AMOUNT),
+            ("mean_word_length", "min", AMOUNT),
+            ("mean_word_length", "max", AMOUNT),
+            ("symbol_word_ratio", "max", AMOUNT),
+            ("bullet_lines_ratio", "max", FRACTION),
+            ("end_ellipsis_lines_ratio", "max", FRACTION),
+            ("non_alpha_words_ratio", "max", FRACTION),
+            ("stop_word_count", "min", AMOUNT),
+            ("dup_line_ratio", "max", FRACTION),
+            ("dup_para_ratio", "max", FRACTION),
+            ("dup_line_char_ratio", "max", FRACTION),
+            ("dup_para_char_ratio", "max", FRACTION),
+            *((f"top_{n}gram_char_ratio", "max", FRACTION) for n in TOP_NGRAMS),
+            *((f"dup_{n}gram_char_ratio", "max", FRACTION) for n in DUP_NGRAMS),
+            ("words_removed_ratio", "max", FRACTION),
+        )
+    )
+
+    def skips(self, bound: Bound, value: float) -> bool:
+        return False
+
+    def check(self, signals: dict) -> bool | tuple[bool, str]:  # type: ignore[override]
+        if math.isnan(signals.get(f"{FAMILY}_mean_word_length", 0.0)):
+            return False, f"{FAMILY}_mean_word_length"
+        return super().check(signals)
+
+
+def judge(text: str, rule: DclmRule | None = None) -> tuple[bool | tuple[bool, str], dict[str, float], str]:
+    """(verdict, signal columns, kept text) of a raw page: what the DCLM step does to one document."""
+    values, edited = signals(edit_page(text))
+    columns = {f"{FAMILY}_{k}": v for k, v in values.items()}
+    return (rule or DclmRule()).check(columns), columns, edited

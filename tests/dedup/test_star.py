@@ -1,0 +1,180 @@
+"""Distributed clustering (dedup/star.py) against the single-task union-find: the same cluster files."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from datatrove.executor import LocalPipelineExecutor
+from datatrove.io import get_datafolder
+
+from dedup.buckets import DedupBuckets
+from dedup.clusters import DedupClusters
+from dedup.config import DedupConfig
+from dedup.evaluation import near_duplicate, paragraph_chunks, planted_signatures, real_texts
+from dedup.formats import CLUSTER, CLUSTER_KIND, clusters_path
+from dedup.keys import MinhashKeyer
+from dedup.records import open_records
+from dedup.run import run_dedup
+from dedup.star import StarPass, buffer_records_for, cluster_stages, plan_clusters
+from tests.support.shared_data import shared_data_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL_CAP = 122  # MB: a 26,214-record sort buffer, so every pass spills sorted runs to disk
+
+
+def run_in_process(stages) -> list[str]:
+    names = []
+    for name, steps, tasks in stages:
+        names.append(name)
+        for rank in range(tasks):
+            steps[0].run(rank=rank, world_size=tasks)
+    return names
+
+
+def read_clusters(folder: Path, config: DedupConfig, ranks: int) -> list[np.ndarray]:
+    fp, base = config.fingerprint("minhash"), get_datafolder(str(folder))
+    return [open_records(base, clusters_path(r), CLUSTER_KIND, fp, CLUSTER, r, ranks).read_all() for r in range(ranks)]
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """60k documents on 5 ranks, their pairs, and the single task's clusters."""
+    base = tmp_path_factory.mktemp("planted")
+    config = DedupConfig()
+    planted_signatures(base / "sigs", 60_000, 5, config)
+    for band in range(config.num_buckets):
+        DedupBuckets(str(base / "sigs"), str(base / "pairs"), config).run(rank=band, world_size=config.num_buckets)
+    DedupClusters(str(base / "pairs"), str(base / "sigs"), str(base / "single"), config).run()
+    return base, config
+
+
+@pytest.mark.parametrize("tasks", [2, 3, 7])
+def test_same_clusters_as_union_find(planted, tmp_path, tasks):
+    base, config = planted
+    config = replace(config, cluster_tasks=tasks, cluster_memory_mb=SMALL_CAP)
+    names = run_in_process(
+        cluster_stages("dedup", str(base / "pairs"), str(base / "sigs"), str(tmp_path), config, "minhash")
+    )
+    assert names[0] == "dedup_clusters_route" and names[-1] == "dedup_clusters"
+    assert any("pass_004" in n for n in names)  # chains and trees take more than one round
+    single = read_clusters(base / "single", config, 5)
+    ours = read_clusters(tmp_path, config, 5)
+    assert sum(len(x) for x in single) == 30_000
+    for a, b in zip(single, ours, strict=True):
+        assert np.array_equal(a, b)
+    expected = json.loads((base / "single" / "summary.json").read_text())
+    assert json.loads((tmp_path / "summary.json").read_text()) == expected
+    assert expected["largest_cluster"] == 300
+    assert not (tmp_path / "work").exists()
+
+
+def test_resumes_pass_by_pass(planted, tmp_path, monkeypatch):
+    """A run stopped after its third pass goes on from there: the finished passes are not run again."""
+    base, config = planted
+    config = replace(config, cluster_tasks=2, cluster_memory_mb=SMALL_CAP)
+    args = ("dedup", str(base / "pairs"), str(base / "sigs"), str(tmp_path), config, "minhash")
+    stages = cluster_stages(*args)
+    for _ in range(4):  # route and three passes
+        _, steps, tasks = next(stages)
+        for rank in range(tasks):
+            steps[0].run(rank=rank, world_size=tasks)
+    redone: list[int] = []
+    process = StarPass.process
+    monkeypatch.setattr(StarPass, "process", lambda self, rank: redone.append(self.index) or process(self, rank))
+    run_in_process(cluster_stages(*args))
+    assert redone and min(redone) == 4
+    assert not (tmp_path / "work").exists()
+    single, ours = read_clusters(base / "single", config, 5), read_clusters(tmp_path, config, 5)
+    assert all(np.array_equal(a, b) for a, b in zip(single, ours, strict=True))
+    assert run_in_process(cluster_stages(*args)) == ["dedup_clusters"]  # complete: only the summary, skipped
+
+
+def test_plan_and_bad_caps():
+    small = plan_clusters(1_000_000, DedupConfig())
+    assert small.mode == "single" and small.memory_mb_per_task < 4096
+    big = plan_clusters(200_000_000, DedupConfig())
+    assert big.mode == "distributed" and big.tasks == 25 and big.memory_mb_per_task <= 4096
+    forced = plan_clusters(10, DedupConfig(cluster_tasks=4, cluster_memory_mb=500))
+    assert forced.mode == "distributed" and forced.tasks == 4
+    with pytest.raises(ValueError, match="below the"):
+        buffer_records_for(50)
+    with pytest.raises(ValueError, match="cluster_tasks"):
+        DedupConfig(cluster_tasks=0)
+    assert DedupConfig(cluster_tasks=3).fingerprint("minhash") == DedupConfig().fingerprint("minhash")
+
+
+def test_impossible_cap_is_one_line(tmp_path):
+    (tmp_path / "in").mkdir()
+    pq.write_table(pa.table({"id": ["a"], "text": ["some words here"]}), tmp_path / "in" / "00000.parquet")
+    cmd = [sys.executable, "-m", "dedup.run", "--input", str(tmp_path / "in"), "--out", str(tmp_path / "out")]
+    proc = subprocess.run([*cmd, "--cluster-memory-mb", "10"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "below the" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def _neardup_parquet(folder: Path, keyer: MinhashKeyer) -> None:
+    """Real texts of ``shared/data`` (the plagiarised answers, web pages, articles) in ~300-word documents,
+    a third of them with near-duplicates at Jaccard 0.8-0.95 and chains of variants of variants."""
+    data = shared_data_dir()
+    if not data.exists():
+        pytest.skip(f"shared data not found at {data}")
+    docs = paragraph_chunks(real_texts(data), 300)
+    rng = random.Random(33)
+    vocabulary = rng.sample([w for d in docs for w in d.split()], 5000)
+    rows = list(docs)
+    for doc in docs[::3]:
+        text = doc
+        for _ in range(rng.choice([1, 1, 2, 4])):
+            text, _ = near_duplicate(text.split(), rng.uniform(0.8, 0.95), keyer.shingles, rng, vocabulary)
+            rows.append(text)
+    rng.shuffle(rows)
+    folder.mkdir()
+    for i in range(3):
+        part = rows[i::3]
+        table = pa.table({"id": [f"{i}-{j}" for j in range(len(part))], "text": part})
+        pq.write_table(table, folder / f"{i:05d}.parquet")
+
+
+@pytest.mark.e2e
+def test_held_out_near_duplicates_on_the_local_executor(tmp_path):
+    """The real near-duplicate set (plagiarised answers) and real web pages through ``dedup.run``, with
+    the local executor's process pool: the distributed stages remove exactly what the single task removes."""
+    single_config = DedupConfig(word_split="whitespace")
+    _neardup_parquet(tmp_path / "in", MinhashKeyer(single_config))
+    single = run_dedup(str(tmp_path / "in"), str(tmp_path / "single"), single_config, workers=2)
+    config = replace(single_config, cluster_tasks=3, cluster_memory_mb=SMALL_CAP)
+    ours = run_dedup(str(tmp_path / "in"), str(tmp_path / "ours"), config, workers=2)
+    assert single["minhash"] == ours["minhash"] and single["minhash"]["removed"] > 500
+    assert any(name.startswith("dedup_clusters_pass") for name in ours["seconds"])
+    for a, b in zip(read_clusters(tmp_path / "single" / "minhash" / "clusters", config, 3),
+                    read_clusters(tmp_path / "ours" / "minhash" / "clusters", config, 3), strict=True):  # fmt: skip
+        assert np.array_equal(a, b)
+    removed = [
+        sorted(pq.read_table(tmp_path / run / "removed" / "minhash").column("id").to_pylist())
+        for run in ("single", "ours")
+    ]
+    assert removed[0] == removed[1]
+
+
+def test_pass_executor_runs_each_pass(planted, tmp_path):
+    """datatrove's LocalPipelineExecutor runs the passes (forked workers), as pipelines.run does."""
+    base, config = planted
+    config = replace(config, cluster_tasks=2, cluster_memory_mb=SMALL_CAP)
+    for name, steps, tasks in cluster_stages(
+        "dedup", str(base / "pairs"), str(base / "sigs"), str(tmp_path / "c"), config, "minhash"
+    ):
+        LocalPipelineExecutor(
+            steps, tasks=tasks, workers=2, logging_dir=str(tmp_path / "logs" / name), start_method="fork"
+        ).run()
+    single, ours = read_clusters(base / "single", config, 5), read_clusters(tmp_path / "c", config, 5)
+    assert all(np.array_equal(a, b) for a, b in zip(single, ours, strict=True))
