@@ -200,13 +200,15 @@ def run_sft(base: Path, data: Path, out: Path, config: ChainConfig) -> dict[str,
     if not (out / "hf" / "config.json").is_file():
         print(f"\n== sft: {base} on {data}, torchrun x{config.nproc} -> {out}", flush=True)
         command = [
-            sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={config.nproc}",
+            sys.executable, "-m", "trainer.launch", "--standalone", f"--nproc_per_node={config.nproc}",
             "-m", "trainer.sft", "--base", str(base), "--data", str(data), "--out", str(out),
             "--val-holdout", str(SFT_HELD_OUT), "--eval-every", "50", "--log-every", "10", "--lr", str(config.lr),
             "--micro-batch", str(config.micro_batch), "--checkpoint-every", "50", "--resume",
         ]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-        subprocess.run(command, check=True, cwd=REPO, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509
+        done = subprocess.run(command, cwd=REPO, env=env, preexec_fn=die_with_parent)  # noqa: PLW1509
+        if done.returncode != 0:  # trainer.launch has printed the ranks' one line (or the crash's)
+            raise ExecutorError(f"fine-tuning in {out} stopped with exit code {done.returncode} (its reason above)")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     val = [(r["step"], r["val_response_loss"]) for r in rows if "val_response_loss" in r]
     return {"metrics": str(out / "metrics.jsonl"), "hf": str(out / "hf"), "checkpoint_dir": str(out / "checkpoints"),

@@ -31,34 +31,39 @@ import time
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 if __package__ in (None, ""):  # run as a script by torchrun
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-from tokenizers import Tokenizer
-from torch import nn
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from common.lifetime import die_with_launcher  # noqa: E402
 
-from common.cli import USAGE_ERROR, one_line
-from trainer.checkpoint import TRAINER_STATE, Checkpointer
-from trainer.config import ModelConfig
-from trainer.distributed import DistInfo, all_reduce_mean, init_distributed, shutdown
-from trainer.engine import TrainEngine
-from trainer.export_hf import export_hf, export_live, model_config_from_hf
-from trainer.init_from import init_from
-from trainer.loop import _setup_logging  # the pretraining run's log format, rank 0 at INFO
-from trainer.lora import LoRASpec
-from trainer.metrics import MetricsLogger
-from trainer.optim import OptimConfig
-from trainer.output_lock import lock_output
-from trainer.parallelize import set_gradient_sync
-from trainer.pipeline_parallel import clip_grad_norm
-from trainer.sft_data import ChatEncoder, Rows, SFTDataError, encode_rows, read_conversations, split_held_out
-from trainer.stability import SpikeConfig, SpikeGuard
+die_with_launcher()  # first: a rank whose launcher dies while it imports torch must not run on
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from tokenizers import Tokenizer  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict  # noqa: E402
+
+from common.cli import USAGE_ERROR, one_line  # noqa: E402
+from trainer.checkpoint import TRAINER_STATE, Checkpointer  # noqa: E402
+from trainer.config import ModelConfig  # noqa: E402
+from trainer.distributed import DistInfo, all_reduce_mean, init_distributed, shutdown  # noqa: E402
+from trainer.engine import TrainEngine  # noqa: E402
+from trainer.export_hf import export_hf, export_live, model_config_from_hf  # noqa: E402
+from trainer.init_from import init_from  # noqa: E402
+from trainer.loop import _setup_logging  # the pretraining run's log format, rank 0 at INFO  # noqa: E402
+from trainer.lora import LoRASpec  # noqa: E402
+from trainer.metrics import MetricsLogger  # noqa: E402
+from trainer.optim import OptimConfig, OptimizerKind  # noqa: E402
+from trainer.output_lock import lock_output  # noqa: E402
+from trainer.parallelize import set_gradient_sync  # noqa: E402
+from trainer.pipeline_parallel import clip_grad_norm  # noqa: E402
+from trainer.schedule import ScheduleKind  # noqa: E402
+from trainer.sft_data import ChatEncoder, Rows, SFTDataError, encode_rows, read_conversations, split_held_out  # noqa: E402
+from trainer.stability import SpikeConfig, SpikeGuard  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -429,11 +434,12 @@ def parse_args(argv: list[str] | None = None) -> SFTConfig:
     for f in fields(SFTConfig):
         flag = "--" + f.name.replace("_", "-")
         if f.name == "optim":
-            for name in OPTIM_FLAGS - {"betas", "schedule"}:
+            for name in sorted(OPTIM_FLAGS - {"betas", "schedule", "optimizer"}):
                 value = getattr(defaults.optim, name)
                 kind = float if isinstance(value, float) else int
                 parser.add_argument("--" + name.replace("_", "-"), type=kind, default=value)
-            parser.add_argument("--schedule", choices=["cosine", "wsd"], default=defaults.optim.schedule)
+            parser.add_argument("--schedule", choices=get_args(ScheduleKind), default=defaults.optim.schedule)
+            parser.add_argument("--optimizer", choices=get_args(OptimizerKind), default=defaults.optim.optimizer)
         elif f.name in ("base", "data", "out"):
             parser.add_argument(flag, type=Path, required=True)
         elif isinstance(getattr(defaults, f.name), bool):

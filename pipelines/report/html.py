@@ -145,6 +145,7 @@ def render(data: dict, images: dict[str, str]) -> str:
         _samples(data),
         "<h2>Model evaluation</h2>",
         f"<p id='evaluation'>{escape((data.get('evaluation') or {}).get('summary', 'no model evaluated'))}</p>",
+        f"<p id='fine-tuning'>{escape(data['fine_tuning']['summary'])}</p>" if data.get("fine_tuning") else "",
         "<h2>Tasks</h2>",
         _table(["stage", "tasks completed", "tasks total"], stages, "tasks", {1, 2}),
     ]

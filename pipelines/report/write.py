@@ -162,12 +162,31 @@ def build_report_data(run: RunInfo, seed: int = 0) -> dict:
         },
         "samples": _samples(run, profiles),
         "evaluation": _evaluation(run.root),
+        "fine_tuning": fine_tuning_section(run.root),
     }
 
 
 def _evaluation(root: Path) -> dict | None:  # the chain's final evaluation (evals.final), if it ran
     path = root / "train" / "eval.json"
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+def fine_tuning_section(root: Path) -> dict | None:
+    """The chain's supervised fine-tuning (`--sft`, trainer.sft), if it ran: the held-out response loss of the
+    base model (step 0) and of the fine-tuned one (its last evaluation), and where the checkpoint is."""
+    metrics = root / "sft" / "metrics.jsonl"
+    if not metrics.is_file():
+        return None
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    val = [(r["step"], r["val_response_loss"]) for r in rows if "val_response_loss" in r]
+    steps = max((r["step"] for r in rows if "loss" in r), default=0)
+    summary = f"fine-tuned for {steps} steps (sft/hf)"
+    if len(val) >= 2:
+        summary = (
+            f"held-out response loss {val[0][1]:.3f} (base model) -> {val[-1][1]:.3f} after {steps} steps of "
+            "supervised fine-tuning (checkpoint: sft/hf)"
+        )
+    return {"summary": summary, "val_response_loss": val, "steps": steps}
 
 
 def write_report(run_dir: Path) -> Path:
@@ -177,10 +196,11 @@ def write_report(run_dir: Path) -> Path:
 
 
 def add_evaluation(run_dir: Path) -> Path:
-    """Put the chain's final evaluation into the written report without reading the documents again."""
+    """Put the chain's final evaluation (and fine-tuning) into the written report, not reading documents again."""
     folder = as_path(run_dir) / "report"
     data = json.loads((folder / "report.json").read_text())
-    return _write({**data, "evaluation": _evaluation(as_path(run_dir))}, folder)
+    root = as_path(run_dir)
+    return _write({**data, "evaluation": _evaluation(root), "fine_tuning": fine_tuning_section(root)}, folder)
 
 
 def _write(data: dict, folder: Path) -> Path:

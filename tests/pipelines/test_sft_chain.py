@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.chain import ChainConfig, print_chain, run_sft
+from pipelines.report.write import fine_tuning_section
 from pipelines.run import main as run_main
 from tests.support.sft_inputs import arithmetic_records, chat_tokenizer_dir, tiny_base, write_jsonl
 
@@ -37,3 +38,8 @@ def test_run_sft_fine_tunes_the_trained_model_under_torchrun(tmp_path: Path, cap
     print_chain({"tokenizer": "t", "mixture": "m", "metrics": str(tmp_path / "none"), "hf": str(base), "sft": result})
     assert "SFT held-out response loss" in capsys.readouterr().out
     assert json.loads((tmp_path / "sft" / "run_config.json").read_text())["base"] == str(base.resolve())
+    shown = fine_tuning_section(tmp_path)  # what the run report shows of it (tmp_path plays the run directory)
+    assert shown is not None and [list(p) for p in shown["val_response_loss"]] == [
+        list(p) for p in result["val_response_loss"]
+    ]
+    assert f"{before:.3f} (base model) -> {after:.3f}" in shown["summary"]
