@@ -98,7 +98,7 @@ class TaskEvaluator:
         model.eval()
         results = {}
         for name, task in self.tasks.items():
-            items = shard_items(len(task), self.info.rank, self.info.world_size, self.limit)
+            items = shard_items(len(task), self.info.rank, self.info.world_size, self.limit, task.limit_takes_prefix)
             totals = task_totals(task, self.encoder, score, items)  # also with no items: the forwards are collective
             vector = torch.tensor(totals_vector(task, totals), dtype=torch.float64, device=self.info.device)
             if self.info.world_size > 1:

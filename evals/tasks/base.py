@@ -127,6 +127,7 @@ class Task(ABC):
     """Items, their requests, an additive tally per item and the metrics of the totals."""
 
     name: str
+    limit_takes_prefix = False  # True where the item order is already mixed (a suite's interleaved rows)
 
     @abstractmethod
     def __len__(self) -> int:
@@ -156,10 +157,16 @@ def spread(items: Sequence[T], n: int) -> list[T]:
     return [items[i * len(items) // n] for i in range(n)]
 
 
-def shard_items(n_items: int, rank: int = 0, world_size: int = 1, limit: int | None = None) -> list[int]:
+def shard_items(
+    n_items: int, rank: int = 0, world_size: int = 1, limit: int | None = None, prefix: bool = False
+) -> list[int]:
     """This rank's items among `limit` spread evenly over the task (`spread`: a BLiMP subset covers every
-    paradigm, not the first one): every world_size-th, so shares differ by at most one."""
-    chosen = range(n_items) if limit is None else spread(range(n_items), limit)
+    paradigm, not the first one), or its first `limit` items with `prefix` (a task whose order is already
+    mixed: `Task.limit_takes_prefix`): every world_size-th, so shares differ by at most one."""
+    if limit is None:
+        chosen: Sequence[int] = range(n_items)
+    else:
+        chosen = range(min(limit, n_items)) if prefix else spread(range(n_items), limit)
     return list(chosen[rank::world_size])
 
 
@@ -189,7 +196,7 @@ def totals_from_vector(task: Task, vector: Sequence[float]) -> dict[str, float]:
 def evaluate(task: Task, encoder: Encoder, score: ScoreFn, limit: int | None = None) -> dict[str, Any]:
     """Single-process evaluation of `limit` items spread over the task (all by default), `EVAL_CHUNK` items at a time so
     the requests of a large suite (CORE: ~150,000 few-shot prompts) are never all in memory at once."""
-    items = shard_items(len(task), limit=limit)
+    items = shard_items(len(task), limit=limit, prefix=task.limit_takes_prefix)
     if not items:
         raise TaskDataError(f"task {task.name} has no items")
     totals: dict[str, float] = defaultdict(float)

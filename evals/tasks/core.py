@@ -66,6 +66,8 @@ def read_manifest(folder: Path) -> dict[str, Any]:
 class Suite(Task):
     """The tasks of one suite from a folder, as one task (keys `TASK/stat`)."""
 
+    limit_takes_prefix = True  # interleaved: the first N items hold about N / tasks rows of every task
+
     def __init__(
         self,
         name: str,

@@ -109,7 +109,10 @@ def test_core_suite_centres_and_adds_across_shards(ours) -> None:
         assert r["centered_v2"] == pytest.approx((r["acc"] - b2) / (1 - b2))
     assert whole["core"] == pytest.approx(sum(r["centered"] for r in whole["tasks"].values()) / 18)
     assert 0 < whole["gold_prob"] < 1 and whole["gold_bpb"] > 0
-    shards = [task_totals(suite, ours.encoder, score, shard_items(len(suite), r, 2, 54)) for r in range(2)]
+    shards = [
+        task_totals(suite, ours.encoder, score, shard_items(len(suite), r, 2, 54, suite.limit_takes_prefix))
+        for r in range(2)
+    ]
     summed = [a + b for a, b in zip(*(totals_vector(suite, s) for s in shards), strict=True)]
     merged = suite.metrics(totals_from_vector(suite, summed))
     assert merged["core"] == pytest.approx(whole["core"], abs=1e-12)
