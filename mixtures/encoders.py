@@ -71,6 +71,7 @@ def _fast_encode(version: tuple[str, int, int]) -> Encode | None:
     pattern = _split_pattern(spec)
     if pattern is None:
         return None
+    # added tokens; the chat tokens live outside the BPE's vocabulary, `<|endoftext|>` inside it
     special = {t["content"]: t["id"] for t in spec.get("added_tokens", [])}
     byte_of = _unicode_to_byte()
     try:
@@ -82,7 +83,7 @@ def _fast_encode(version: tuple[str, int, int]) -> Encode | None:
     except KeyError:  # a token outside the byte-level alphabet
         return None
     if (
-        len(ranks) + len(special) != len(spec["model"]["vocab"])
+        len(ranks) + len(special.keys() & spec["model"]["vocab"].keys()) != len(spec["model"]["vocab"])
         or len({b for b in ranks if len(b) == 1}) != 256
     ):
         return None
