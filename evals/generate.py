@@ -16,15 +16,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
+from tqdm import tqdm
 
 from common.atomic import atomic_write_bytes
-from evals.gsm8k import GSM8KDataError, read_problems, score
+from evals.gsm8k import GSM8KDataError, Problem, read_problems, score
 from evals.models import ModelLoadError, pick_device, resolve_model_dir
 from tokenizer.chat import ASSISTANT, END, USER
 from tokenizer.model import EOT
@@ -175,6 +177,19 @@ class Generator:
             ids = ids[:-1]
         return self.tok.decode(ids, skip_special_tokens=False)
 
+    @property
+    def has_chat_tokens(self) -> bool:
+        return None not in self.chat_ids
+
+
+def answer_gsm8k(
+    gen: Generator, problems: Sequence[Problem], chat: bool, max_new_tokens: int, progress: bool = False
+) -> tuple[list[str], dict[str, float | int]]:
+    """Greedy answers to each question and their scores (exact answer, `#### n` format): GSM8K's protocol,
+    shared by `evals.generate --gsm8k` and `evals.run --task gsm8k=FILE`."""
+    texts = [gen(p.question, chat, max_new_tokens) for p in tqdm(problems, desc="gsm8k", disable=not progress)]
+    return texts, score(texts, list(problems))
+
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -216,8 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         report["generations"].append({"prompt": prompt, "text": text})
         print(text, flush=True)
     if problems:
-        texts = [gen(p.question, args.chat, args.max_new_tokens) for p in problems]  # greedy
-        report["gsm8k"] = score(texts, problems)
+        texts, report["gsm8k"] = answer_gsm8k(gen, problems, args.chat, args.max_new_tokens)
         report["generations"] += [{"prompt": p.question, "text": t} for p, t in zip(problems, texts, strict=True)]
         print(json.dumps(report["gsm8k"]), flush=True)
     if args.out:

@@ -6,7 +6,8 @@
 MODEL: an exported Hugging Face folder (config.json, model.safetensors, tokenizer.json), a trainer
 --out folder (its hf/, else its newest checkpoint) or a checkpoint step_* folder.
 Tasks: blimp (BLiMP JSONL), bpb (.txt / .jsonl(.gz) / parquet with `text`, or a folder of them),
-mc (JSONL with context, choices, gold; see evals/README.md).
+mc (JSONL with context, choices, gold; see evals/README.md), gsm8k (JSONL with question and answer:
+greedy generations scored on the number after `####`, as `evals.generate --gsm8k`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from evals.models import LoadedModel, ModelLoadError, cpu_threads, load_model
-from evals.tasks import Request, Task, TaskDataError, evaluate, load_tasks, parse_task_specs
+from evals.generate import Generator, answer_gsm8k, load_transformer
+from evals.gsm8k import Problem, read_problems
+from evals.models import LoadedModel, ModelLoadError, cpu_threads, load_model, pick_device
+from evals.tasks import Request, Task, TaskDataError, evaluate, load_task, parse_task_specs
+from evals.tasks.base import shard_items
 from evals.tasks.blimp import Blimp, comparison_table, read_reference
 from evals.tasks.core import SUITES, suite_table
 
@@ -46,6 +50,26 @@ def run_task(task: Task, model: LoadedModel, batch_size: int, limit: int | None,
         bar.close()
 
 
+def gsm8k_generator(model_path: Path, prompt: str, device: str) -> tuple[Generator, bool]:
+    """Our model for GSM8K's greedy generations, and whether its questions go in the chat format (`prompt`
+    auto: when the tokenizer has the chat tokens, i.e. a fine-tuned model; else the bare question)."""
+    gen = Generator(*load_transformer(model_path, device))
+    chat = gen.has_chat_tokens if prompt == "auto" else prompt == "chat"
+    if chat and not gen.has_chat_tokens:
+        raise ModelLoadError("--gsm8k-prompt chat needs a tokenizer with the chat tokens (tokenizer.chat)")
+    return gen, chat
+
+
+def run_gsm8k(
+    gen: Generator, chat: bool, problems: list[Problem], max_new_tokens: int, progress: bool
+) -> dict[str, Any]:
+    """Exact final answers and the `#### n` format rate, with every generation kept for reading."""
+    texts, figures = answer_gsm8k(gen, problems, chat, max_new_tokens, progress)
+    generations = [{"question": p.question, "gold": p.gold, "text": t} for p, t in zip(problems, texts, strict=True)]
+    return {**figures, "prompt": "chat" if chat else "plain", "max_new_tokens": max_new_tokens,
+            "generations": generations}  # fmt: skip
+
+
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -60,6 +84,11 @@ def summary_line(name: str, result: dict[str, Any]) -> str:
         return suite_table(name, result)
     if name == "blimp":
         return f"blimp: accuracy {100 * result['accuracy']:.2f} % on {result['n']} pairs"
+    if name == "gsm8k":
+        return (
+            f"gsm8k: exact answers {result['exact']}/{result['n']} ({100 * result['accuracy']:.2f} %), "
+            f"ending in `#### n` {result['formatted']}/{result['n']} ({result['prompt']} prompts)"
+        )
     if name == "bpb":
         return f"bpb: {result['bits_per_byte']:.4f} bits/byte over {result['bytes']} bytes ({result['tokens']} tokens)"
     return f"mc: acc {result['acc']:.4f}, acc_norm {result['acc_norm']:.4f} on {result['n']} questions"
@@ -89,6 +118,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--backend", choices=["auto", "ours", "hf"], default="auto", help="model code: ours or transformers"
     )
     parser.add_argument("--device", default="auto", help="auto (cuda when present), cpu, cuda, cuda:1 ...")
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=256, help="gsm8k: tokens generated per answer at most (default 256)"
+    )
+    parser.add_argument(
+        "--gsm8k-prompt",
+        choices=["auto", "chat", "plain"],
+        default="auto",
+        help="gsm8k: the question as a chat turn or bare (auto: chat when the tokenizer has the chat tokens)",
+    )
     parser.add_argument("--bpb-stride", type=int, help="sliding-window stride for bpb (default: context // 2)")
     parser.add_argument("--blimp-reference", type=Path, help="models_summary.jsonl (default: beside the BLiMP file)")
     parser.add_argument("--no-progress", action="store_true")
@@ -108,24 +146,38 @@ def main(argv: list[str] | None = None) -> int:
             raise TaskDataError("--limit must be >= 1")
         if args.batch_size < 1:
             raise TaskDataError("--batch-size must be >= 1")
-        tasks = load_tasks(args.task, "--task")  # bad data fails before the model loads
+        if args.max_new_tokens < 1:
+            raise TaskDataError("--max-new-tokens must be >= 1")
+        specs = parse_task_specs(args.task, "--task", generative=True)
+        gsm8k_path = specs.pop("gsm8k", None)
+        if gsm8k_path is not None and args.backend == "hf":
+            raise TaskDataError("--task gsm8k generates with our model code: drop --backend hf")
+        problems = read_problems(gsm8k_path) if gsm8k_path is not None else []
+        problems = [problems[i] for i in shard_items(len(problems), limit=args.limit)]
+        tasks = {name: load_task(name, path) for name, path in specs.items()}  # bad data fails before the model
         if args.fewshot_from:
             for name in set(tasks) & set(SUITES):
                 tasks[name].draw_shots_from(args.fewshot_from)  # type: ignore[attr-defined]
         if args.bpb_stride is not None and "bpb" in tasks:
             tasks["bpb"].stride = args.bpb_stride  # type: ignore[attr-defined]
-        model = load_model(args.model, backend=args.backend, device=args.device)
-        if model.device.type == "cpu":
+        generator = gsm8k_generator(args.model, args.gsm8k_prompt, args.device) if problems else None
+        model = load_model(args.model, backend=args.backend, device=args.device) if tasks else None
+        if (model.device if model else pick_device(args.device)).type == "cpu":
             threads, why = cpu_threads()
             torch.set_num_threads(threads)
             print(f"cpu threads: {threads} ({why})", file=sys.stderr, flush=True)
         results: dict[str, Any] = {}
+        if generator is not None:
+            start = time.perf_counter()
+            results["gsm8k"] = run_gsm8k(*generator, problems, args.max_new_tokens, not args.no_progress)
+            print(f"{summary_line('gsm8k', results['gsm8k'])}  [{time.perf_counter() - start:.1f} s]", flush=True)
         for name, task in tasks.items():
+            assert model is not None  # loaded above whenever a task scores with it
             start = time.perf_counter()
             results[name] = run_task(task, model, args.batch_size, args.limit, not args.no_progress)
             print(f"{summary_line(name, results[name])}  [{time.perf_counter() - start:.1f} s]", flush=True)
             if isinstance(task, Blimp):
-                ref = args.blimp_reference or parse_task_specs(args.task)["blimp"].parent / "models_summary.jsonl"
+                ref = args.blimp_reference or specs["blimp"].parent / "models_summary.jsonl"
                 if ref.is_file():
                     print(comparison_table(results[name], task, read_reference(ref)), flush=True)
     except (TaskDataError, ModelLoadError, ValueError) as err:

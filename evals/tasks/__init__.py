@@ -16,6 +16,7 @@ from evals.tasks.mc import MultipleChoice
 
 TASKS: dict[str, type[Task]] = {"blimp": Blimp, "bpb": BitsPerByte, "mc": MultipleChoice}
 NAMES = sorted([*TASKS, *SUITES])  # a suite (core, fineweb) is a task over a folder of ICL files
+GENERATIVE = ("gsm8k",)  # tasks that generate text (evals.gsm8k): evals.run only
 
 
 def load_task(name: str, path: str | Path) -> Task:
@@ -28,16 +29,20 @@ def load_task(name: str, path: str | Path) -> Task:
     return TASKS[name].from_path(path)  # type: ignore[attr-defined]
 
 
-def parse_task_specs(specs: Sequence[str], flag: str = "--task") -> dict[str, Path]:
+def parse_task_specs(specs: Sequence[str], flag: str = "--task", generative: bool = False) -> dict[str, Path]:
     """`NAME=PATH` flags -> {name: path} in order; a malformed, unknown or repeated one is a TaskDataError
-    naming `flag` (``evals.run --task``, the trainer's ``--eval-task``)."""
+    naming `flag` (``evals.run --task``, the trainer's ``--eval-task``). `generative` admits the tasks that
+    generate text (`GENERATIVE`: they need the whole model, so evals.run runs them, the trainer does not)."""
+    known = [*NAMES, *GENERATIVE] if generative else NAMES
     out: dict[str, Path] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
             raise TaskDataError(f"{flag} wants NAME=PATH, got {spec!r}")
-        if name not in NAMES:
-            raise TaskDataError(f"unknown task {name!r}; choose from {', '.join(NAMES)}")
+        if name in GENERATIVE and not generative:
+            raise TaskDataError(f"{flag} {name}: a generative task; run it with python -m evals.run --task")
+        if name not in known:
+            raise TaskDataError(f"unknown task {name!r}; choose from {', '.join(sorted(known))}")
         if name in out:
             raise TaskDataError(f"{flag} {name} given twice")
         out[name] = Path(path)
@@ -68,6 +73,7 @@ def headline(results: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
 
 
 __all__ = [
+    "GENERATIVE",
     "NAMES",
     "TASKS",
     "BitsPerByte",

@@ -3,13 +3,16 @@ fine-tuned export (chat template in, tokens out), GSM8K answers are scored exact
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 
+from evals import run as evals_run
 from evals.generate import Generator, KVCache, Sampling, forward_cached, generate_ids, load_transformer, main
 from evals.gsm8k import final_answer, is_formatted, read_problems, score
+from evals.tasks import TaskDataError, load_tasks
 from tests.support.sft_inputs import arithmetic_records, chat_tokenizer_dir, tiny_base, write_jsonl
 from trainer.optim import OptimConfig
 from trainer.sft import SFTConfig, sft
@@ -80,3 +83,42 @@ def test_chat_without_chat_tokens_is_one_line_exit_2(tmp_path: Path, capsys) -> 
     assert main([str(plain), "--chat", "--prompt", "hi", "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "chat tokens" in err
+
+
+def test_gsm8k_as_an_evals_run_task_equals_evals_generate(tuned: Path, tmp_path: Path) -> None:
+    """`evals.run --task gsm8k=FILE` is GSM8K's protocol (greedy, chat prompt on a chat model, exact final
+    number) with the same answers and figures as `evals.generate --chat --gsm8k`."""
+    problems = write_jsonl(tmp_path / "p.jsonl", arithmetic_records(3, seed=7))
+    generated, judged = tmp_path / "gen.json", tmp_path / "run.json"
+    common = ["--device", "cpu", "--max-new-tokens", "24", "--out"]
+    assert main([str(tuned), "--chat", "--gsm8k", str(problems), *common, str(generated)]) == 0
+    assert evals_run.main([str(tuned), "--task", f"gsm8k={problems}", "--no-progress", *common, str(judged)]) == 0
+    ours, theirs = json.loads(judged.read_text())["tasks"]["gsm8k"], json.loads(generated.read_text())
+    assert ours["prompt"] == "chat" and ours["n"] == 3
+    assert {k: ours[k] for k in theirs["gsm8k"]} == theirs["gsm8k"]
+    assert [g["text"] for g in ours["generations"]] == [g["text"] for g in theirs["generations"]]
+    assert [g["gold"] for g in ours["generations"]] == [p.gold for p in read_problems(problems)]
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--task", "gsm8k=/nonexistent.jsonl"], "does not exist"),
+        (["--task", "gsm8k=BAD", "--backend", "hf"], "drop --backend hf"),
+        (["--task", "gsm8k=BAD", "--max-new-tokens", "0"], "--max-new-tokens"),
+        (["--task", "gsm8k=BAD", "--gsm8k-prompt", "chat"], "chat tokens"),
+    ],
+)
+def test_gsm8k_task_bad_input_is_one_line_exit_2(tmp_path: Path, capsys, extra: list[str], needle: str) -> None:
+    plain = tiny_base(tmp_path / "base", chat_tokenizer_dir(tmp_path / "tok", chat=False))
+    data = write_jsonl(tmp_path / "p.jsonl", arithmetic_records(2))
+    args = [str(plain), *[a.replace("BAD", str(data)) for a in extra], "--out", str(tmp_path / "o" / "r.json")]
+    assert evals_run.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error:") and needle in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_trainer_refuses_gsm8k_as_an_eval_task() -> None:
+    with pytest.raises(TaskDataError, match="generative task"):
+        load_tasks(["gsm8k=anything.jsonl"], "--eval-task")
