@@ -21,6 +21,12 @@ scored by loglikelihood, language-modelling rows by loglikelihood's greedy `acc`
 rows per second. The right answers are printed, not compared: CORE picks the choice by mean
 log-probability per token, lm-eval's `acc` by the sum (the equality of our counts to lm-eval's on its
 own rule is tests/evals/test_lm_eval_oracle.py's job).
+
+    python -m bench.evals --core ../shared/data/core_tasks --per-task 10 --no-lm-eval   # prefix cache vs plain
+
+With `--core`, a third side, "ours plain", scores the same rows without the shared-prefix KV cache
+(`share_prefix=False`: every choice re-encodes its few-shot context); the ratio ours / ours plain is
+the cache's speedup, and both sides' right rows must be equal. `--no-lm-eval` leaves lm-eval out.
 """
 
 from __future__ import annotations
@@ -90,8 +96,9 @@ def blimp_sides(args: argparse.Namespace, work: Path, ours_model: Any, lm: Any) 
     return sum(1 for _ in pairs.open()), ours, theirs
 
 
-def core_sides(args: argparse.Namespace, work: Path, ours_model: Any, lm: Any) -> tuple[int, Side, Side]:
-    """The first per-task x tasks items of the CORE suite and each side's pass (-> share of rows right)."""
+def core_sides(args: argparse.Namespace, work: Path, ours_model: Any, lm: Any) -> tuple[int, Side, Side, Side]:
+    """The first per-task x tasks items of the CORE suite and each side's pass (-> share of rows right):
+    ours, lm-eval, ours without the shared-prefix cache."""
     suite = Suite.from_folder("core", args.core)
     n = min(len(suite), args.per_task * len(suite.tasks))
     files: dict[str, Path] = {}
@@ -101,15 +108,16 @@ def core_sides(args: argparse.Namespace, work: Path, ours_model: Any, lm: Any) -
         path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         files[f"{kind}:{task.name}"] = path
 
-    def ours() -> float:
-        result = evaluate(suite, ours_model.encoder, ours_model.scorer(args.batch_size), limit=n)
+    def ours(share_prefix: bool = True) -> float:
+        score = ours_model.scorer(args.batch_size, share_prefix=share_prefix)
+        result = evaluate(suite, ours_model.encoder, score, limit=n)
         return sum(r["acc"] * r["n"] for r in result["tasks"].values()) / n
 
     def theirs() -> float:
         report = run_lm_eval(lm, files)
         return sum(r["metrics"]["acc"] * len(r["lls"]) for r in report.values()) / n
 
-    return n, ours, theirs
+    return n, ours, theirs, lambda: ours(share_prefix=False)
 
 
 def main() -> None:
@@ -128,28 +136,33 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--core", type=Path, help="a core_tasks folder: bench a CORE pass instead of BLiMP")
     parser.add_argument("--per-task", type=int, default=20, help="with --core: rows of each CORE task")
+    parser.add_argument("--no-lm-eval", action="store_true", help="leave lm-eval's side out")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-evals-"))
     os.environ.setdefault("HF_HOME", str(work / "hf_home"))
     model_dir = args.model or random_export(args.preset, args.tokenizer, work / "model")
     ours_model = load_model(model_dir, backend="ours", device=args.device)
-    lm = hf_model(model_dir, args.batch_size, args.device)
+    lm = None if args.no_lm_eval else hf_model(model_dir, args.batch_size, args.device)
+    sides: list[tuple[str, Side]] = []
     if args.core:
-        n, ours, theirs = core_sides(args, work, ours_model, lm)
+        n, ours, theirs, plain = core_sides(args, work, ours_model, lm)
+        sides.append(("ours plain", plain))
         unit = "rows"
     else:
         n, ours, theirs = blimp_sides(args, work, ours_model, lm)
         unit = "pairs"
+    sides.insert(0, ("ours", ours))
+    if lm is not None:
+        sides.insert(1, ("lm-eval hf", theirs))
     print(
         f"model {model_dir} ({ours_model.backend}), {n} {unit}, batch {args.batch_size}, "
         f"torch threads {torch.get_num_threads()}, device {args.device}"
     )
 
-    rates: dict[str, list[float]] = {"ours": [], "lm-eval hf": []}
-    cpu_rates: dict[str, list[float]] = {"ours": [], "lm-eval hf": []}
+    rates: dict[str, list[float]] = {name: [] for name, _ in sides}
+    cpu_rates: dict[str, list[float]] = {name: [] for name, _ in sides}
     accuracy: dict[str, float] = {}
-    sides = [("ours", ours), ("lm-eval hf", theirs)]
     for repeat in range(args.repeats):
         for name, fn in sides if repeat % 2 == 0 else sides[::-1]:
             start, cpu_start = time.perf_counter(), time.process_time()
@@ -161,17 +174,11 @@ def main() -> None:
                 f"repeat {repeat + 1} {name:>10}: {n / seconds:9.1f} {unit}/s ({seconds:.2f} s wall, {cpu:.2f} s CPU), "
                 f"accuracy {accuracy[name]:.4f}"
             )
-    med = {k: statistics.median(v) for k, v in rates.items()}
-    cpu_med = {k: statistics.median(v) for k, v in cpu_rates.items()}
-    print(
-        f"median {unit}/s: ours {med['ours']:.1f}, lm-eval hf {med['lm-eval hf']:.1f}, "
-        f"ratio {med['ours'] / med['lm-eval hf']:.2f}x; right {unit}: ours {round(accuracy['ours'] * n)}, "
-        f"lm-eval {round(accuracy['lm-eval hf'] * n)}"
-    )
-    print(
-        f"median {unit} per CPU second: ours {cpu_med['ours']:.1f}, lm-eval hf {cpu_med['lm-eval hf']:.1f}, "
-        f"ratio {cpu_med['ours'] / cpu_med['lm-eval hf']:.2f}x"
-    )
+    for label, table in (("", rates), (" per CPU second", cpu_rates)):
+        med = {k: statistics.median(v) for k, v in table.items()}
+        others = ", ".join(f"{k} {v:.1f} (ours {med['ours'] / v:.2f}x)" for k, v in med.items() if k != "ours")
+        print(f"median {unit}/s{label}: ours {med['ours']:.1f}; {others}")
+    print(f"right {unit}: " + ", ".join(f"{k} {round(v * n)}" for k, v in accuracy.items()))
 
 
 if __name__ == "__main__":

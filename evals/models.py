@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
-from evals.scoring import Forward, make_scorer
+from evals.scoring import Forward, PrefixForward, make_scorer
 from evals.tasks.base import Encoder, ScoreFn, prefix_token
 from trainer.config import ModelConfig
 from trainer.export_hf import model_config_from_hf
@@ -51,9 +51,84 @@ class LoadedModel:
     head: Forward
     encoder: Encoder
     device: torch.device
+    prefix_body: PrefixForward | None = None  # our model only: shared prefixes encoded once
 
-    def scorer(self, batch_size: int = 32, progress: Callable[[int], None] | None = None) -> ScoreFn:
-        return make_scorer(self.body, self.device, batch_size=batch_size, progress=progress, head=self.head)
+    def scorer(
+        self, batch_size: int = 32, progress: Callable[[int], None] | None = None, share_prefix: bool = True
+    ) -> ScoreFn:
+        """With `share_prefix` (and our model), requests that share a context encode it once."""
+        return make_scorer(
+            self.body,
+            self.device,
+            batch_size=batch_size,
+            progress=progress,
+            head=self.head,
+            prefix_body=self.prefix_body if share_prefix else None,
+        )
+
+
+KV = tuple[torch.Tensor, torch.Tensor]
+
+
+def block_step(
+    layer: torch.nn.Module,
+    h: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    past: KV | None = None,
+    mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, KV]:
+    """One block of our Transformer (`trainer.model.Block`'s maths) whose attention also sees `past` keys and
+    values (B, kv_heads, t0, head_dim) before the new ones; causal when neither `past` nor `mask` is given.
+    Returns the block's output and this step's own keys and values (to cache)."""
+    from trainer.model import apply_rope
+
+    attn, x = layer.attention, layer.attention_norm(h)
+    b, t, _ = x.shape
+    q = attn.wq(x).view(b, t, attn.n_heads, attn.head_dim)
+    k = attn.wk(x).view(b, t, attn.n_kv_heads, attn.head_dim)
+    v = attn.wv(x).view(b, t, attn.n_kv_heads, attn.head_dim)
+    if attn.q_norm is not None and attn.k_norm is not None:
+        q, k = attn.q_norm(q), attn.k_norm(k)
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    keys, values = (k, v) if past is None else (torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2))
+    causal = past is None and mask is None and t > 1
+    y = torch.nn.functional.scaled_dot_product_attention(
+        q, keys, values, attn_mask=mask, is_causal=causal, enable_gqa=attn.n_kv_heads != attn.n_heads
+    )
+    h = h + attn.wo(y.transpose(1, 2).reshape(b, t, -1))
+    return h + layer.feed_forward(layer.ffn_norm(h)), (k, v)
+
+
+def prefix_forward(model: torch.nn.Module) -> PrefixForward:
+    """`evals.scoring.PrefixForward` over our Transformer (its head split off): the prefixes run once,
+    causally; each suffix row attends to its group's cached keys and values up to the prefix's length
+    and causally to itself, with rotary positions that continue the prefix."""
+
+    def forward(
+        prefixes: torch.Tensor, lens: torch.Tensor, suffixes: torch.Tensor, group: torch.Tensor
+    ) -> torch.Tensor:
+        p, s = prefixes.shape[1], suffixes.shape[1]
+        h = model.tok_embeddings(prefixes)
+        cos, sin = model.rope_cos[:p].to(h.dtype), model.rope_sin[:p].to(h.dtype)
+        cache = []
+        for layer in model.layers:  # right padding sits after every real prefix token: causal is enough
+            h, kv = block_step(layer, h, cos, sin)
+            cache.append(kv)
+        start = lens[group]  # (N,) where each suffix row begins
+        steps = torch.arange(s, device=suffixes.device)
+        positions = (start[:, None] + steps).clamp(max=model.cfg.max_seq_len - 1)  # padding may run past
+        h = model.tok_embeddings(suffixes)
+        cos, sin = model.rope_cos[positions][:, None].to(h.dtype), model.rope_sin[positions][:, None].to(h.dtype)
+        seen = torch.arange(p, device=suffixes.device)[None, None, :] < start[:, None, None]  # (N, 1, P)
+        causal = torch.ones(s, s, dtype=torch.bool, device=h.device).tril()[None].expand(len(group), -1, -1)
+        mask = torch.cat([seen.expand(-1, s, -1), causal], dim=2)  # (N, S, P + S)
+        for layer, (k, v) in zip(model.layers, cache, strict=True):
+            h, _ = block_step(layer, h, cos, sin, past=(k[group], v[group]), mask=mask[:, None])
+        return model.norm(h)
+
+    return forward
 
 
 def split_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module]:
@@ -138,7 +213,7 @@ def load_model(path: str | Path, backend: str = "auto", device: str = "auto") ->
         raise ModelLoadError(f"{folder}: no .safetensors weights")
     weights = {k: v.float() for f in files for k, v in load_file(str(f)).items()}
     model = our_model(cfg, weights).to(dev)
-    return LoadedModel(folder, "ours", *split_head(model), encoder, dev)
+    return LoadedModel(folder, "ours", *split_head(model), encoder, dev, prefix_forward(model))
 
 
 def _transformers_parts(folder: Path, device: torch.device) -> tuple[Forward, Forward]:
@@ -170,4 +245,5 @@ def _load_checkpoint(step: Path, backend: str, device: torch.device) -> LoadedMo
     model.load_state_dict(weights)
     prefix = prefix_token(tokenizer, tok_path.parent, tok.get("bos_id"), tok.get("eos_id"))
     body, head = split_head(model.eval().to(device))
-    return LoadedModel(step, "ours", body, head, Encoder(tokenizer, prefix, cfg.max_seq_len), device)
+    encoder = Encoder(tokenizer, prefix, cfg.max_seq_len)
+    return LoadedModel(step, "ours", body, head, encoder, device, prefix_forward(body))
