@@ -78,12 +78,15 @@ class FolderLock:
     """An exclusive, non-blocking lock on a folder (created if missing); `release` or process exit frees it.
 
     `writes_below`: the holder writes inside the folder, so a link planted below it is refused (False for
-    a folder locked only so that no one writes it while it is read, such as refilter's run)."""
+    a folder locked only so that no one writes it while it is read, such as refilter's run). `lock_name`:
+    another lock file than `.lock`, to lock one output file of a folder others write too (`file_lock`)."""
 
-    def __init__(self, folder: str | os.PathLike[str], what: str = "run", writes_below: bool = True) -> None:
+    def __init__(
+        self, folder: str | os.PathLike[str], what: str = "run", writes_below: bool = True, lock_name: str = LOCK_NAME
+    ) -> None:
         self.folder = Path(folder)
         self.writes_below = writes_below
-        self.path = self.folder / LOCK_NAME
+        self.path = self.folder / lock_name
         self.what = what
         self._fd: int | None = None
 
@@ -96,7 +99,7 @@ class FolderLock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a planted .lock link: ELOOP
         except OSError as err:
             raise FolderUnavailable(f"{self.folder}: cannot write there ({err.strerror})") from None
-        self._fd = _flock(fd, fcntl.LOCK_EX, self.folder, self.path, f"another {self.what}")
+        self._fd = _flock(fd, fcntl.LOCK_EX, self.folder, self.path, self.what)
         _record_holder(fd, self.what, reading=False)
         return self
 
@@ -111,6 +114,13 @@ class FolderLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def file_lock(file: str | os.PathLike[str], what: str) -> FolderLock:
+    """The lock of one output file (`.<name>.lock` beside it), not yet acquired: two runs writing one
+    report file are refused, while other runs write other files of its folder."""
+    file = Path(file)
+    return FolderLock(file.parent, what, writes_below=False, lock_name=f".{file.name}.lock")
 
 
 @contextmanager
@@ -150,7 +160,7 @@ class FolderReadLock:
                 return False
             except OSError as err:
                 raise FolderUnavailable(f"{self.folder}: cannot lock {self.path} ({err.strerror})") from None
-        self._fd = _flock(fd, fcntl.LOCK_SH, self.folder, self.path, None)
+        self._fd = _flock(fd, fcntl.LOCK_SH, self.folder, self.path, self.what)
         if writable:
             _record_holder(fd, self.what, reading=True)
         return True
@@ -162,15 +172,17 @@ class FolderReadLock:
             self._fd = None
 
 
-def _flock(fd: int, mode: int, folder: Path, path: Path, writer: str | None) -> int:
+def _flock(fd: int, mode: int, folder: Path, path: Path, mine: str) -> int:
     """`fd` locked in `mode` without waiting; closed and FolderLocked (one line naming the holder) if taken.
-    `writer`: what to call a writing holder (None: what its record says)."""
+    `mine`: what this process is (a holder of the same kind is "another" one)."""
     try:
         fcntl.flock(fd, mode | fcntl.LOCK_NB)
     except BlockingIOError:
         named, what, reading = _read_holder(fd)
         os.close(fd)
-        doing = f"being read by a {what} ({named})" if reading else f"being written by {writer or what} ({named})"
+        what = what or mine
+        kind = f"another {what}" if what == mine else f"a {what}"
+        doing = f"being {'read' if reading else 'written'} by {kind} ({named})"
         raise FolderLocked(f"{folder} is {doing}; wait for it to finish or stop it, then run again") from None
     except OSError as err:
         os.close(fd)
@@ -186,10 +198,10 @@ def _record_holder(fd: int, what: str, reading: bool) -> None:
 
 
 def _read_holder(fd: int) -> tuple[str, str, bool]:
-    """("pid N: command", what the holder is, whether it reads) from the lock file."""
+    """("pid N: command", what the holder is ("" if unrecorded), whether it reads) from the lock file."""
     try:
         holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
         named = f"pid {holder['pid']}: {holder['command']}"
-        return named, str(holder.get("what", "another process")), bool(holder.get("reading"))
+        return named, str(holder.get("what", "")), bool(holder.get("reading"))
     except (ValueError, KeyError, TypeError, AttributeError):
-        return "holder unknown", "another process", False
+        return "holder unknown", "", False

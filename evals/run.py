@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from common.lock import file_lock
 from evals.models import LoadedModel, ModelLoadError, cpu_threads, load_model
 from evals.tasks import Request, Task, TaskDataError, evaluate, load_tasks, parse_task_specs
 from evals.tasks.blimp import Blimp, comparison_table, read_reference
@@ -108,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             raise TaskDataError("--limit must be >= 1")
         if args.batch_size < 1:
             raise TaskDataError("--batch-size must be >= 1")
+        if args.out and args.out.is_dir():
+            raise TaskDataError(f"--out {args.out} is a folder; give the path of the JSON file to write")
         tasks = load_tasks(args.task, "--task")  # bad data fails before the model loads
         if args.fewshot_from:
             for name in set(tasks) & set(SUITES):
@@ -115,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.bpb_stride is not None and "bpb" in tasks:
             tasks["bpb"].stride = args.bpb_stride  # type: ignore[attr-defined]
         model = load_model(args.model, backend=args.backend, device=args.device)
+        if args.out:  # one run per report file, taken once the inputs passed: two would both write it
+            file_lock(args.out, "evals.run").acquire()  # held until this process exits
         if model.device.type == "cpu":
             threads, why = cpu_threads()
             torch.set_num_threads(threads)

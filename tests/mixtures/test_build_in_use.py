@@ -40,7 +40,7 @@ def test_readers_share_and_exclude_writers(tmp_path: Path) -> None:
         FolderLock(folder, "mixture build").acquire()
     second.release()
     with FolderLock(folder, "mixture build"):  # the last reader gone, a build may write
-        with pytest.raises(FolderLocked, match=r"being written by mixture build \(pid"):
+        with pytest.raises(FolderLocked, match=r"being written by a mixture build \(pid"):
             FolderReadLock(folder, "training run").acquire()
     assert FolderReadLock(tmp_path / "absent").acquire() is False  # the reader's own checks name it
     planted = tmp_path / "planted"
