@@ -86,12 +86,8 @@ def test_a_gzip_bomb_stops_at_the_decompressed_cap(tmp_path: Path) -> None:
         assert json.loads(handle.readline())["context"].startswith("aaa")
 
 
-@pytest.mark.e2e
-def test_a_gzip_bomb_as_an_evals_task_is_one_line_in_bounded_memory(tmp_path: Path) -> None:
-    """600 MiB of JSON lines in a ~0.6 MB gzip, given to `evals.run` (the audit's was OOM-killed): one
-    line, exit 2, before the model is read, and the process stays far below the decompressed size."""
-    bomb = tmp_path / "mc.jsonl.gz"
-    _gzip_bomb(bomb, 600 << 20)
+def _refused_as_evals_task(tmp_path: Path, task: str, bomb: Path) -> None:
+    """`evals.run --task TASK=BOMB`: one line, exit 2, nothing written, under 1.5 GiB of peak RSS."""
     code = (
         "import resource, sys\n"
         "from evals.run import main\n"
@@ -100,15 +96,26 @@ def test_a_gzip_bomb_as_an_evals_task_is_one_line_in_bounded_memory(tmp_path: Pa
         "sys.exit(code)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    argv = [str(tmp_path / "no-model"), "--task", f"mc={bomb}", "--out", str(tmp_path / "e.json")]
+    argv = [str(tmp_path / "no-model"), "--task", f"{task}={bomb}", "--out", str(tmp_path / "e.json")]
     done = subprocess.run(
         [sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300, env=env, cwd=REPO
     )
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2, done.stderr[-2000:]
     assert len(lines) == 1 and "more than" in lines[0], done.stderr[-2000:]
-    assert int(done.stdout.split()[-1]) < 1_500_000  # KiB: under 1.5 GiB of peak RSS
+    peak = int(done.stdout.split()[-1])  # KiB
+    print(f"peak RSS {peak / 1024:.0f} MiB: {lines[0]}")
+    assert peak < 1_500_000
     assert not (tmp_path / "e.json").exists()
+
+
+@pytest.mark.e2e
+def test_a_gzip_bomb_as_an_evals_task_is_one_line_in_bounded_memory(tmp_path: Path) -> None:
+    """600 MiB of JSON lines in a ~0.6 MB gzip, given to `evals.run` (the audit's was OOM-killed): one
+    line, exit 2, before the model is read, and the process stays far below the decompressed size."""
+    bomb = tmp_path / "mc.jsonl.gz"
+    _gzip_bomb(bomb, 600 << 20)
+    _refused_as_evals_task(tmp_path, "mc", bomb)
 
 
 def _parquet_bombs(folder: Path) -> dict[str, Path]:
@@ -155,24 +162,7 @@ def test_a_parquet_bomb_as_an_evals_task_is_one_line_in_bounded_memory(tmp_path:
     """The dictionary bomb (6.5 GB decoded from a file of kilobytes) as `evals.run`'s bpb texts: one line,
     exit 2, before the model is read, and the process stays far below the decoded size."""
     bomb = _parquet_bombs(tmp_path / "held_out")["dictionary"]
-    code = (
-        "import resource, sys\n"
-        "from evals.run import main\n"
-        "code = main(sys.argv[1:])\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stdout)\n"
-        "sys.exit(code)\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    argv = [str(tmp_path / "no-model"), "--task", f"bpb={bomb}", "--out", str(tmp_path / "e.json")]
-    done = subprocess.run(
-        [sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300, env=env, cwd=REPO
-    )
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert len(lines) == 1 and "more than" in lines[0], done.stderr[-2000:]
-    print(f"peak RSS {int(done.stdout.split()[-1]) / 1024:.0f} MiB: {lines[0]}")
-    assert int(done.stdout.split()[-1]) < 1_500_000  # KiB: under 1.5 GiB of peak RSS
-    assert not (tmp_path / "e.json").exists()
+    _refused_as_evals_task(tmp_path, "bpb", bomb)
 
 
 def test_sources_only_regular_files_once_each(tmp_path: Path) -> None:
