@@ -15,7 +15,10 @@ import io
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 MAX_CONFIG_BYTES = 1 << 20  # a recipe, mixture spec, ablation spec or model YAML: the bundled ones are < 10 KB
 MAX_DATA_BYTES = 512 << 20  # an eval set or task file, decompressed: BLiMP's 67 sets are 24 MB
@@ -77,3 +80,74 @@ def read_bounded(path: str | os.PathLike[str], limit: int = MAX_CONFIG_BYTES) ->
     """The whole of a small file (`open_bounded`'s rules)."""
     with open_bounded(path, limit) as handle:
         return handle.read()
+
+
+def read_parquet_bounded(
+    path: str | os.PathLike[str], columns: list[str] | None = None, limit: int = MAX_DATA_BYTES
+) -> pa.Table:
+    """The rows of a parquet task or eval file, refused (InputRefused) once their decoded size passes `limit`.
+
+    A parquet file is compressed twice over: its pages (zstd, gzip, ...) and its values (a dictionary page
+    holds each distinct string once, the rows only its index), so a file of kilobytes can decode to
+    gigabytes. Both are counted before they are paid for: the page sizes the footer declares, then, batch
+    by batch, the bytes the rows would take once their dictionary is expanded (computed from the indices,
+    without expanding them); a batch is decoded only when the total stays within `limit`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with open_regular(path) as handle:
+        meta = pq.ParquetFile(handle)
+        wanted = set(meta.schema_arrow.names if columns is None else columns)
+        declared = sum(
+            chunk.total_uncompressed_size
+            for group in range(meta.metadata.num_row_groups)
+            for chunk in (meta.metadata.row_group(group).column(i) for i in range(meta.metadata.num_columns))
+            if chunk.path_in_schema.split(".")[0] in wanted
+        )
+        if declared > limit:
+            raise InputRefused(f"{path} (decompressed) holds {declared:,} bytes, more than {limit:,}; refused")
+        texts = [f.name for f in meta.schema_arrow if f.name in wanted and _is_text(f.type)]
+        handle.seek(0)
+        parquet = pq.ParquetFile(handle, read_dictionary=texts)  # strings stay dictionary-encoded until counted
+        total, batches = 0, []
+        for batch in parquet.iter_batches(batch_size=1024, columns=columns):
+            total += sum(_decoded_bytes(column) for column in batch.columns)
+            if total > limit:
+                raise InputRefused(
+                    f"{path} (decoded) holds more than {limit:,} bytes; refused (the limit for this input)"
+                )
+            batches.append(pa.RecordBatch.from_arrays([_decoded(c) for c in batch.columns], names=batch.schema.names))
+        if batches:
+            return pa.Table.from_batches(batches)
+        fields = [parquet.schema_arrow.field(name) for name in (columns or parquet.schema_arrow.names)]
+        return pa.schema(
+            [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in fields]
+        ).empty_table()
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    )
+
+
+def _decoded_bytes(column: pa.Array) -> int:
+    """The bytes `column` takes once decoded: a dictionary column's values are counted per row, unexpanded."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_dictionary(column.type):
+        return column.nbytes
+    lengths = pc.binary_length(column.dictionary)
+    return int(pc.sum(pc.take(lengths, column.indices)).as_py() or 0) + 8 * len(column)
+
+
+def _decoded(column: pa.Array) -> pa.Array:
+    import pyarrow as pa
+
+    return column.dictionary_decode() if pa.types.is_dictionary(column.type) else column

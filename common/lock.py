@@ -10,6 +10,7 @@ file system without locks, `acquire` raises instead of pretending.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -77,12 +78,15 @@ class FolderLock:
     """An exclusive, non-blocking lock on a folder (created if missing); `release` or process exit frees it.
 
     `writes_below`: the holder writes inside the folder, so a link planted below it is refused (False for
-    a folder locked only so that no one writes it while it is read, such as refilter's run)."""
+    a folder locked only so that no one writes it while it is read, such as refilter's run). `lock_name`:
+    another lock file than `.lock`, to lock one output file of a folder others write too (`file_lock`)."""
 
-    def __init__(self, folder: str | os.PathLike[str], what: str = "run", writes_below: bool = True) -> None:
+    def __init__(
+        self, folder: str | os.PathLike[str], what: str = "run", writes_below: bool = True, lock_name: str = LOCK_NAME
+    ) -> None:
         self.folder = Path(folder)
         self.writes_below = writes_below
-        self.path = self.folder / LOCK_NAME
+        self.path = self.folder / lock_name
         self.what = what
         self._fd: int | None = None
 
@@ -95,22 +99,8 @@ class FolderLock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a planted .lock link: ELOOP
         except OSError as err:
             raise FolderUnavailable(f"{self.folder}: cannot write there ({err.strerror})") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_holder(fd)
-            os.close(fd)
-            raise FolderLocked(
-                f"{self.folder} is being written by another {self.what} ({holder}); "
-                "wait for it to finish or stop it, then run again"
-            ) from None
-        except OSError as err:
-            os.close(fd)
-            raise FolderLocked(f"{self.folder}: cannot lock {self.path} ({err.strerror})") from None
-        os.ftruncate(fd, 0)
-        holder = {"pid": os.getpid(), "command": shlex.join(sys.argv)}
-        os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
-        self._fd = fd
+        self._fd = _flock(fd, fcntl.LOCK_EX, self.folder, self.path, self.what)
+        _record_holder(fd, self.what, reading=False)
         return self
 
     def release(self) -> None:
@@ -126,6 +116,13 @@ class FolderLock:
         self.release()
 
 
+def file_lock(file: str | os.PathLike[str], what: str) -> FolderLock:
+    """The lock of one output file (`.<name>.lock` beside it), not yet acquired: two runs writing one
+    report file are refused, while other runs write other files of its folder."""
+    file = Path(file)
+    return FolderLock(file.parent, what, writes_below=False, lock_name=f".{file.name}.lock")
+
+
 @contextmanager
 def locked_folder(folder: str | os.PathLike[str], what: str = "run") -> Iterator[Path]:
     """`with locked_folder(out, "mixture build"):` hold `out`'s lock for the block; yields the folder."""
@@ -133,9 +130,78 @@ def locked_folder(folder: str | os.PathLike[str], what: str = "run") -> Iterator
         yield lock.folder
 
 
-def _read_holder(fd: int) -> str:
+class FolderReadLock:
+    """A shared lock on `<folder>/.lock`, held while a process reads the folder (a training run its mixture).
+
+    A writer's exclusive `FolderLock` on the folder is refused for as long as one reader holds it (the
+    audit's `mixtures.build --overwrite` deleted the shards under a training run, which died), naming the
+    reader; a reader is refused while a writer holds it (the folder is being rewritten). Readers do not
+    exclude each other. A folder this process may not write gets its lock only when `.lock` is already
+    there (a build made it); otherwise the read goes on unlocked, and `acquire` returns False."""
+
+    def __init__(self, folder: str | os.PathLike[str], what: str = "reader") -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK_NAME
+        self.what = what
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        writable = True
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as err:
+            if err.errno in (errno.ENOENT, errno.ENOTDIR):
+                return False  # no such folder: the reader's own checks say so, in their words
+            if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise FolderUnavailable(f"{self.folder}: cannot lock {self.path} ({err.strerror})") from None
+            try:  # a read-only folder: lock the lock file a build left there, if any
+                fd, writable = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW), False
+            except FileNotFoundError:
+                return False
+            except OSError as err:
+                raise FolderUnavailable(f"{self.folder}: cannot lock {self.path} ({err.strerror})") from None
+        self._fd = _flock(fd, fcntl.LOCK_SH, self.folder, self.path, self.what)
+        if writable:
+            _record_holder(fd, self.what, reading=True)
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def _flock(fd: int, mode: int, folder: Path, path: Path, mine: str) -> int:
+    """`fd` locked in `mode` without waiting; closed and FolderLocked (one line naming the holder) if taken.
+    `mine`: what this process is (a holder of the same kind is "another" one)."""
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        named, what, reading = _read_holder(fd)
+        os.close(fd)
+        what = what or mine
+        kind = f"another {what}" if what == mine else f"a {what}"
+        doing = f"being {'read' if reading else 'written'} by {kind} ({named})"
+        raise FolderLocked(f"{folder} is {doing}; wait for it to finish or stop it, then run again") from None
+    except OSError as err:
+        os.close(fd)
+        raise FolderLocked(f"{folder}: cannot lock {path} ({err.strerror})") from None
+    return fd
+
+
+def _record_holder(fd: int, what: str, reading: bool) -> None:
+    """Write who holds the lock into the lock file, for the refusal of the next comer to name."""
+    os.ftruncate(fd, 0)
+    holder = {"pid": os.getpid(), "command": shlex.join(sys.argv), "what": what, "reading": reading}
+    os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
+
+
+def _read_holder(fd: int) -> tuple[str, str, bool]:
+    """("pid N: command", what the holder is ("" if unrecorded), whether it reads) from the lock file."""
     try:
         holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
-        return f"pid {holder['pid']}: {holder['command']}"
-    except (ValueError, KeyError, TypeError):
-        return "holder unknown"
+        named = f"pid {holder['pid']}: {holder['command']}"
+        return named, str(holder.get("what", "")), bool(holder.get("reading"))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return "holder unknown", "", False

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from common.lock import file_lock
 from evals.generate import Generator, answer_gsm8k, load_transformer
 from evals.gsm8k import Problem, read_problems
 from evals.models import LoadedModel, ModelLoadError, cpu_threads, load_model, pick_device
@@ -146,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             raise TaskDataError("--limit must be >= 1")
         if args.batch_size < 1:
             raise TaskDataError("--batch-size must be >= 1")
+        if args.out and args.out.is_dir():
+            raise TaskDataError(f"--out {args.out} is a folder; give the path of the JSON file to write")
         if args.max_new_tokens < 1:
             raise TaskDataError("--max-new-tokens must be >= 1")
         specs = parse_task_specs(args.task, "--task", generative=True)
@@ -162,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             tasks["bpb"].stride = args.bpb_stride  # type: ignore[attr-defined]
         generator = gsm8k_generator(args.model, args.gsm8k_prompt, args.device) if problems else None
         model = load_model(args.model, backend=args.backend, device=args.device) if tasks else None
+        if args.out:  # one run per report file, taken once the inputs passed: two would both write it
+            file_lock(args.out, "evals.run").acquire()  # held until this process exits
         if (model.device if model else pick_device(args.device)).type == "cpu":
             threads, why = cpu_threads()
             torch.set_num_threads(threads)

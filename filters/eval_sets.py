@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.bounded_input import open_bounded
+from common.bounded_input import open_bounded, read_parquet_bounded
 from common.jsonl import iter_jsonl
 
 QUERY_KEYS = ("query", "prompt", "context", "question", "input")
@@ -89,11 +89,9 @@ def _jsonl_rows(path: Path) -> Iterator[dict]:
 
 
 def _parquet_rows(path: Path) -> Iterator[dict]:
-    import pyarrow.parquet as pq
-
     try:
-        table = pq.read_table(path)
-    except Exception as err:  # pyarrow raises several types for a bad file
+        table = read_parquet_bounded(path)  # a parquet bomb is refused, not decoded
+    except Exception as err:  # pyarrow raises several types for a bad file; InputRefused for a bomb
         raise EvalSetError(f"{path}: not a readable parquet file ({err})") from None
     yield from table.to_pylist()
 

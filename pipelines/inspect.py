@@ -5,7 +5,9 @@ what a step dropped, where RULE is a step id, which is its ``removed/`` folder (
 ``language``, ``minhash``, ``decontamination``, ``cross_dump``, ...), a drop reason (``dup_line_frac``,
 ``precheck``, ``contaminated[wiki]``: a reason without its detail, ...) or ``all``.
 ``--grep`` keeps documents whose text or URL matches a regex; ``--sample N`` picks N at random
-(seeded, so a colleague sees the same ones). Files are streamed, so a whole dump is fine.
+(seeded, so a colleague sees the same ones). Files are streamed, so a whole dump is fine. A search of
+one document stops after ``--grep-timeout`` seconds (the ``regex`` module's timeout): a pattern that
+backtracks catastrophically, like ``(a|aa)+$`` on a long run of a's, ends in one ``error:`` line, not a hang.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import re
 import sys
 import textwrap
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
+
+import regex
 
 from common.cli import one_line
 from pipelines.report.data import DocSet, RunInfo, disk_reasons, load_run, reason_kind, resolve_run_dir
@@ -59,8 +62,11 @@ def select(run: RunInfo, rule: str | None, curated: bool = False) -> tuple[list[
     raise UsageError(f"no removed documents for {rule!r} in this run; --removed takes one of:\n{available(run)}")
 
 
-def documents(sets: list[DocSet], only: str | None, pattern: re.Pattern | None) -> Iterator[tuple[DocSet, dict]]:
-    """Matching documents (of the drop reason ``only``, when given), streamed in file order."""
+def documents(
+    sets: list[DocSet], only: str | None, pattern: regex.Pattern | None, timeout: float | None = None
+) -> Iterator[tuple[DocSet, dict]]:
+    """Matching documents (of the drop reason ``only``, when given), streamed in file order; a search that
+    runs past ``timeout`` seconds raises TimeoutError."""
     for docset in sets:
         for batch in iter_batches(docset.files):
             for row in batch.to_pylist():
@@ -68,7 +74,9 @@ def documents(sets: list[DocSet], only: str | None, pattern: re.Pattern | None) 
                 if only is not None and only not in (reason, reason_kind(reason or "")):
                     continue
                 text, url = row.get("text") or "", row.get("url") or ""
-                if pattern is not None and not (pattern.search(text) or pattern.search(url)):
+                if pattern is not None and not (
+                    pattern.search(text, timeout=timeout) or pattern.search(url, timeout=timeout)
+                ):
                     continue
                 row["filter_reason"] = reason
                 yield docset, row
@@ -83,9 +91,9 @@ def sample(stream: Iterator[tuple[DocSet, dict]], n: int, seed: int) -> tuple[li
     return [item for _, item in sorted(reservoir.items, key=lambda p: p[0])], reservoir.seen
 
 
-def _excerpt(text: str, pattern: re.Pattern | None, chars: int) -> str:
+def _excerpt(text: str, pattern: regex.Pattern | None, chars: int, timeout: float | None = None) -> str:
     """The text (or ``chars`` of it around the first match), with the match marked »like this«."""
-    match = pattern.search(text) if pattern is not None else None
+    match = pattern.search(text, timeout=timeout) if pattern is not None else None
     if chars and len(text) > chars:
         start = max(0, match.start() - chars // 3) if match else 0
         end = start + chars
@@ -93,9 +101,11 @@ def _excerpt(text: str, pattern: re.Pattern | None, chars: int) -> str:
     else:
         body = text
     if pattern is not None:
-        body = pattern.sub(lambda m: f"»{m.group(0)}«", body)
+        body = pattern.sub(lambda m: f"»{m.group(0)}«", body, timeout=timeout)
     return body
 
+
+GREP_TIMEOUT_S = 5.0  # a linear search of a megabyte-long page takes milliseconds
 
 # Control characters (ESC sequences, BEL, C1 controls, ...) from a crawled page must not reach the terminal.
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c != 0x0A}
@@ -106,7 +116,9 @@ def printable(text: str) -> str:
     return text.translate(_CONTROL)
 
 
-def format_document(docset: DocSet, row: dict, pattern: re.Pattern | None, chars: int, width: int) -> str:
+def format_document(
+    docset: DocSet, row: dict, pattern: regex.Pattern | None, chars: int, width: int, timeout: float | None = None
+) -> str:
     """One document as a terminal block: where it went and why, metadata, signals, text."""
     where = "kept" if docset.key == "kept" else f"removed/{docset.key}"
     reason = row.get("filter_reason")
@@ -123,7 +135,7 @@ def format_document(docset: DocSet, row: dict, pattern: re.Pattern | None, chars
         meta.append(f"cluster {row.get('minhash_cluster_id')} of {size}" if size > 1 else "no near-duplicate")
     signals = [f"{k}={v:.4g}" for k, v in row.items() if k not in NOT_SIGNALS and isinstance(v, float) and v == v]
     sig = textwrap.fill(" ".join(signals), width, initial_indent="signals: ", subsequent_indent="  ") if signals else ""
-    text = _excerpt(row.get("text") or "", pattern, chars) or "(no text)"
+    text = _excerpt(row.get("text") or "", pattern, chars, timeout) or "(no text)"
     body = "\n".join(
         textwrap.fill(line, width, initial_indent="  ", subsequent_indent="  ") or "  " for line in text.splitlines()
     )
@@ -143,6 +155,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     parser.add_argument("--grep", metavar="PATTERN", help="only documents whose text or URL matches this regex")
     parser.add_argument("-i", "--ignore-case", action="store_true", help="--grep ignores case")
+    parser.add_argument(
+        "--grep-timeout",
+        type=float,
+        default=GREP_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"most seconds --grep may search one document (default {GREP_TIMEOUT_S:g})",
+    )
     parser.add_argument("--limit", type=int, default=10, help="without --sample: the first N matches (default 10)")
     parser.add_argument("--chars", type=int, default=600, help="characters of text per document (0: all)")
     parser.add_argument("--list", action="store_true", help="list what --removed accepts in this run and exit")
@@ -158,9 +177,11 @@ def run_inspect(args: argparse.Namespace, out=sys.stdout) -> int:
             return 0
         sets, only = select(run, args.removed, args.curated)
         try:
-            pattern = re.compile(args.grep, re.IGNORECASE if args.ignore_case else 0) if args.grep else None
-        except re.error as err:
+            pattern = regex.compile(args.grep, regex.IGNORECASE if args.ignore_case else 0) if args.grep else None
+        except regex.error as err:
             raise UsageError(f"--grep: {err}") from None
+        if not 0 < args.grep_timeout < float("inf"):  # nan too: a search must end
+            raise UsageError(f"--grep-timeout must be a positive number of seconds, got {args.grep_timeout}")
         if args.sample is not None and args.sample < 1:
             raise UsageError("--sample must be >= 1")
         if args.limit < 0 or args.chars < 0:  # islice would raise a traceback on a negative count
@@ -168,8 +189,25 @@ def run_inspect(args: argparse.Namespace, out=sys.stdout) -> int:
     except (FileNotFoundError, UsageError) as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
+    try:
+        return _show(args, sets, only, pattern, out)
+    except TimeoutError:
+        print(f"error: {one_line(_too_slow(args.grep, args.grep_timeout))}", file=sys.stderr)
+        return 2
+
+
+def _too_slow(pattern: str, seconds: float) -> str:
+    return (
+        f"--grep: {pattern!r} searched one document for more than {seconds:g} s and was stopped; it backtracks "
+        "catastrophically (nested or overlapping repeats such as (a|aa)+); simplify it, or raise --grep-timeout"
+    )
+
+
+def _show(args: argparse.Namespace, sets: list[DocSet], only: str | None, pattern: regex.Pattern | None, out) -> int:
+    """Collect the selected documents (a --grep search bounded by --grep-timeout), then print them."""
     width = min(os.get_terminal_size().columns if out.isatty() else 100, 120)
-    stream = documents(sets, only, pattern)
+    timeout = args.grep_timeout
+    stream = documents(sets, only, pattern, timeout)
     if args.sample is not None:
         items, total = sample(stream, args.sample, args.seed)
         summary = f"{len(items)} of {total:,} matching documents, sampled with seed {args.seed}"
@@ -180,7 +218,7 @@ def run_inspect(args: argparse.Namespace, out=sys.stdout) -> int:
         summary = f"first {len(items)} matching documents" if items else "no matching documents"
         summary += " (more match: --limit, --sample)" if more else ""
     for docset, row in items:
-        print(format_document(docset, row, pattern, args.chars, width), file=out)
+        print(format_document(docset, row, pattern, args.chars, width, timeout), file=out)
     print(summary, file=out)
     return 0
 

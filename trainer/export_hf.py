@@ -25,7 +25,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 
 from common.atomic import FILE_MODE
 from common.cli import fail
-from common.lock import FolderUnavailable, check_apart, check_writable
+from common.lock import FolderLock, FolderUnavailable, check_apart, check_writable
 from trainer.checkpoint_trust import UntrustedCheckpoint
 from trainer.config import ModelConfig
 from trainer.moe_export import moe_config, moe_tensors
@@ -218,6 +218,10 @@ def main(argv: list[str] | None = None) -> None:
         fail(f"{args.checkpoint}: not a checkpoint written by this trainer ({type(err).__name__}: {err})")
     cfg = ModelConfig(**state["model_config"])
     tok = state.get("tokenizer", {})
+    try:  # one export per --out: two into one folder would mix one's weights with the other's config
+        FolderLock(args.out, "export_hf").acquire()  # held until this process exits
+    except FolderUnavailable as err:
+        fail(err)
     export_hf(
         weights,
         cfg,

@@ -29,7 +29,7 @@ from trainer.mesh import ParallelDims
 from trainer.metric_sinks import open_sinks, parse_sinks
 from trainer.metrics import DataIndexWriter, MetricsLogger, Throughput
 from trainer.moe_export import moe_format
-from trainer.output_lock import lock_output
+from trainer.output_lock import lock_output, lock_shards
 from trainer.pipeline_parallel import export_from_checkpoint
 from trainer.preemption import stop_requested
 from trainer.prepare import PreparedData, prepare_data
@@ -152,6 +152,9 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
     # a rerun erases nothing; a live run there is named (FolderLocked) before what it wrote
     rank0_verdict(lambda: check_output(out, cfg.resume, cfg.overwrite), (OutputInUse, FolderUnavailable))
     profiler = StepProfiler(cfg.profile_steps, out, info.rank, info.device)
+    reading = lock_shards(str(cfg.shards), info)  # no `mixtures.build --overwrite` of them while this run reads
+    if reading is not None:
+        held.callback(reading.release)
     data = prepare_data(cfg, info)
     if cfg.export_hf and data.model_cfg.moe_experts:
         moe_format(data.model_cfg)  # a MoE no transformers format routes like: refused before step 1

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from common.bounded_input import MAX_DATA_BYTES, read_bounded
+from common.bounded_input import MAX_DATA_BYTES, read_bounded, read_parquet_bounded
 from common.jsonl import iter_jsonl
 from evals.tasks.base import TaskDataError
 from evals.tasks.base import spread as spread  # where ablate and final take it from
@@ -46,10 +47,14 @@ def _read(file: Path, column: str) -> list[str]:
         except (OSError, UnicodeDecodeError) as err:
             raise TaskDataError(f"{file}: unreadable ({err})") from None
     if file.name.endswith(".parquet"):
-        schema = pq.read_schema(file)
-        if column not in schema.names:
-            raise TaskDataError(f"{file}: no `{column}` column (has {', '.join(schema.names)})")
-        return [t for t in pq.read_table(file, columns=[column]).column(column).to_pylist() if isinstance(t, str)]
+        try:
+            schema = pq.read_schema(file)
+            if column not in schema.names:
+                raise TaskDataError(f"{file}: no `{column}` column (has {', '.join(schema.names)})")
+            table = read_parquet_bounded(file, [column])  # a parquet bomb is refused, not decoded
+        except (OSError, pa.ArrowException) as err:
+            raise TaskDataError(f"{file}: unreadable ({err})") from None
+        return [t for t in table.column(column).to_pylist() if isinstance(t, str)]
     texts = []
     for n, row in iter_jsonl(file, TaskDataError):
         if not isinstance(row, dict) or not isinstance(row.get(column), str):

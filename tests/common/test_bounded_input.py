@@ -1,5 +1,5 @@
 """Bounded parsing (issue 30): configs without alias blow-ups or duplicate keys, size caps on config and
-task files, decompressed-size caps against gzip bombs, only regular files as sources (a FIFO is refused
+task files, decompressed-size caps against gzip and parquet bombs, only regular files as sources (a FIFO is refused
 at once), a real file named like a glob accepted, and listing cycles or link loops as one line."""
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ import sys
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 from common import bounded_input, strict_yaml
 from common.jsonl import JsonlError, iter_jsonl
+from filters.eval_sets import EvalSetError, load_eval_set
 from pipelines.sources import SourceError, resolve_paths
 from tests.pipelines.test_containment import _refused
 from tests.support.cli import REPO
@@ -84,12 +86,8 @@ def test_a_gzip_bomb_stops_at_the_decompressed_cap(tmp_path: Path) -> None:
         assert json.loads(handle.readline())["context"].startswith("aaa")
 
 
-@pytest.mark.e2e
-def test_a_gzip_bomb_as_an_evals_task_is_one_line_in_bounded_memory(tmp_path: Path) -> None:
-    """600 MiB of JSON lines in a ~0.6 MB gzip, given to `evals.run` (the audit's was OOM-killed): one
-    line, exit 2, before the model is read, and the process stays far below the decompressed size."""
-    bomb = tmp_path / "mc.jsonl.gz"
-    _gzip_bomb(bomb, 600 << 20)
+def _refused_as_evals_task(tmp_path: Path, task: str, bomb: Path) -> None:
+    """`evals.run --task TASK=BOMB`: one line, exit 2, nothing written, under 1.5 GiB of peak RSS."""
     code = (
         "import resource, sys\n"
         "from evals.run import main\n"
@@ -98,15 +96,73 @@ def test_a_gzip_bomb_as_an_evals_task_is_one_line_in_bounded_memory(tmp_path: Pa
         "sys.exit(code)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    argv = [str(tmp_path / "no-model"), "--task", f"mc={bomb}", "--out", str(tmp_path / "e.json")]
+    argv = [str(tmp_path / "no-model"), "--task", f"{task}={bomb}", "--out", str(tmp_path / "e.json")]
     done = subprocess.run(
         [sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300, env=env, cwd=REPO
     )
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2, done.stderr[-2000:]
     assert len(lines) == 1 and "more than" in lines[0], done.stderr[-2000:]
-    assert int(done.stdout.split()[-1]) < 1_500_000  # KiB: under 1.5 GiB of peak RSS
+    peak = int(done.stdout.split()[-1])  # KiB
+    print(f"peak RSS {peak / 1024:.0f} MiB: {lines[0]}")
+    assert peak < 1_500_000
     assert not (tmp_path / "e.json").exists()
+
+
+@pytest.mark.e2e
+def test_a_gzip_bomb_as_an_evals_task_is_one_line_in_bounded_memory(tmp_path: Path) -> None:
+    """600 MiB of JSON lines in a ~0.6 MB gzip, given to `evals.run` (the audit's was OOM-killed): one
+    line, exit 2, before the model is read, and the process stays far below the decompressed size."""
+    bomb = tmp_path / "mc.jsonl.gz"
+    _gzip_bomb(bomb, 600 << 20)
+    _refused_as_evals_task(tmp_path, "mc", bomb)
+
+
+def _parquet_bombs(folder: Path) -> dict[str, Path]:
+    """Two ways a small parquet file decodes to far more than its size: pages that compress ~1000:1 (32 rows
+    of 1 MiB, zstd), and a dictionary page holding one 64 KiB text that 100,000 rows point to (6.5 GB decoded;
+    pyarrow's reader took that file to MemoryError under a 3 GB address-space limit, with or without its schema)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pages = folder / "pages.parquet"
+    pq.write_table(pa.table({"text": ["a" * (1 << 20)] * 32}), pages, compression="zstd")
+    words = pa.DictionaryArray.from_arrays(pa.array(np.zeros(100_000, np.int32)), pa.array(["the cat " * 8192]))
+    dictionary = folder / "dictionary.parquet"
+    pq.write_table(pa.table({"text": words}), dictionary, compression="zstd")
+    bare = folder / "bare.parquet"  # without pyarrow's schema, which pq.read_table reads as plain strings
+    pq.write_table(pa.table({"text": words}), bare, compression="zstd", store_schema=False)
+    return {"pages": pages, "dictionary": dictionary, "bare": bare}
+
+
+@pytest.mark.parametrize("kind", ["pages", "dictionary", "bare"])
+def test_a_parquet_bomb_stops_at_the_decoded_cap(tmp_path: Path, kind: str) -> None:
+    import pyarrow.parquet as pq
+
+    bomb = _parquet_bombs(tmp_path)[kind]
+    assert bomb.stat().st_size < 200_000
+    with pytest.raises(bounded_input.InputRefused, match="more than 16,777,216 bytes"):
+        bounded_input.read_parquet_bounded(bomb, ["text"], limit=16 << 20)
+    small = tmp_path / "small.parquet"  # under the cap: the same table as pyarrow's own reader
+    pq.write_table(pq.read_table(bomb, read_dictionary=["text"]).slice(0, 3), small)
+    expected = "a" * (1 << 20) if kind == "pages" else "the cat " * 8192
+    assert bounded_input.read_parquet_bounded(small, limit=16 << 20).to_pylist() == [{"text": expected}] * 3
+    assert pq.read_table(small).to_pylist() == [{"text": expected}] * 3
+
+
+def test_a_parquet_bomb_as_a_decontamination_eval_set_is_refused(tmp_path: Path) -> None:
+    """The audit's gzip bomb eval set reached 7.7 GiB; the dictionary bomb would decode to 6.5 GB."""
+    with pytest.raises(EvalSetError, match="more than 536,870,912 bytes"):
+        load_eval_set(_parquet_bombs(tmp_path)["dictionary"])
+
+
+@pytest.mark.e2e
+def test_a_parquet_bomb_as_an_evals_task_is_one_line_in_bounded_memory(tmp_path: Path) -> None:
+    """The dictionary bomb (6.5 GB decoded from a file of kilobytes) as `evals.run`'s bpb texts: one line,
+    exit 2, before the model is read, and the process stays far below the decoded size."""
+    bomb = _parquet_bombs(tmp_path / "held_out")["dictionary"]
+    _refused_as_evals_task(tmp_path, "bpb", bomb)
 
 
 def test_sources_only_regular_files_once_each(tmp_path: Path) -> None:
@@ -141,5 +197,3 @@ def test_cli_level_refusals(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     _refused(tmp_path, "pipelines.run", [str(SAMPLE), "--out", str(out), "--recipe", str(fifo)], "FIFO")
     _refused(tmp_path, "pipelines.run", [str(fifo), "--out", str(out)], "regular file")
-
-

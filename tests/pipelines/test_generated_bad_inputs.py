@@ -7,12 +7,14 @@ CI-sized: a fixed number of examples per CLI, derandomized so a run is reproduci
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.pipelines.test_containment import _refused
+from tests.support.cli import run_cli
 
 SETTINGS = settings(
     max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -106,3 +108,38 @@ def test_trainer_export_hf(tmp_path: Path, where: str) -> None:
     out = {"same": checkpoint, "inside": checkpoint / "hf", "parent": tmp_path / "train", "missing": tmp_path / "hf"}
     source = tmp_path / "none" if where == "missing" else checkpoint
     _refused(tmp_path, "trainer.export_hf", ["--checkpoint", str(source), "--out", str(out[where])], "")
+
+
+def _one_document_run(tmp_path: Path, text: str) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run = tmp_path / "run"
+    (run / "curated").mkdir(parents=True, exist_ok=True)
+    (run / "run.json").write_text("{}")
+    (run / "stats.json").write_text("{}")
+    rows = [{"id": "1", "url": "https://example.com/", "text": text}]
+    pq.write_table(pa.Table.from_pylist(rows), run / "curated" / "part_00000.parquet")
+    return run
+
+
+def test_pipelines_inspect_catastrophic_grep_answers(tmp_path: Path) -> None:
+    """`(a+)+$` on 40 a's and a b backtracks 2^40 times in Python's re (a hang); the regex module answers at
+    once, and a pattern it cannot shortcut is stopped by --grep-timeout: one line, exit 2, in bounded time."""
+    run = _one_document_run(tmp_path, "a" * 40 + "b")
+    done = run_cli("pipelines.inspect", str(run), "--grep", "(a+)+$", "--grep-timeout", "2", timeout=120, check=False)
+    assert done.returncode == 0 and "no matching documents" in done.stdout, done.stderr
+    started = time.monotonic()
+    slow = run_cli("pipelines.inspect", str(run), "--grep", "(a|aa)+$", "--grep-timeout", "1", timeout=120,
+                   check=False)  # fmt: skip
+    print(f"(a|aa)+$ stopped after {time.monotonic() - started:.1f} s: {slow.stderr.strip()}")
+    assert slow.returncode == 2 and slow.stdout == "", slow.stdout
+    lines = slow.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --grep: '(a|aa)+$' searched one document"), slow.stderr
+
+
+@SETTINGS
+@given(value=st.sampled_from(["0", "-1", "nan", "inf"]))
+def test_pipelines_inspect_grep_timeout(tmp_path: Path, value: str) -> None:
+    run = _one_document_run(tmp_path, "text")
+    _refused(tmp_path, "pipelines.inspect", [str(run), "--grep", "x", f"--grep-timeout={value}"], "--grep-timeout")
