@@ -6,6 +6,8 @@ what a step dropped, where RULE is a step id, which is its ``removed/`` folder (
 ``precheck``, ``contaminated[wiki]``: a reason without its detail, ...) or ``all``.
 ``--grep`` keeps documents whose text or URL matches a regex; ``--sample N`` picks N at random
 (seeded, so a colleague sees the same ones). Files are streamed, so a whole dump is fine.
+On a refilter output (``RUN/refilter/<name>/``), ``--newly dropped`` shows the documents the new recipe
+dropped that the run had kept, ``--newly kept`` those it lets back in, each with where it was and why.
 """
 
 from __future__ import annotations
@@ -16,12 +18,22 @@ import random
 import re
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
 
 from common.cli import one_line
-from pipelines.report.data import DocSet, RunInfo, disk_reasons, load_run, reason_kind, resolve_run_dir
+from common.run_dir import CURATED, PREVIOUS_REASON, PREVIOUSLY
+from pipelines.report.data import (
+    NEWLY,
+    DocSet,
+    RunInfo,
+    disk_reasons,
+    load_run,
+    newly,
+    reason_kind,
+    resolve_run_dir,
+)
 from pipelines.report.scan import Reservoir, iter_batches
 
 NOT_SIGNALS = ("text", "id", "url", "dump", "date", "warc_path", "language", "language_score", "filter_reason")
@@ -38,6 +50,11 @@ def available(run: RunInfo) -> str:
         reasons = ", ".join(f"{r} ({n:,})" for r, n in disk_reasons(docset).most_common())
         step = f"by {run.steps[docset.step].name}" if docset.step is not None else "(no step in stats.json)"
         lines.append(f"  {docset.key:20} removed {step}: {reasons}")
+    if comparison := run.meta.get("comparison"):  # a refilter output
+        lines.append(
+            f"refilter of {run.meta.get('refilter_of')}: --newly dropped ({comparison['newly_dropped']:,} documents "
+            f"the run kept), --newly kept ({comparison['newly_kept']:,} documents the run removed)"
+        )
     return "\n".join(lines)
 
 
@@ -59,13 +76,30 @@ def select(run: RunInfo, rule: str | None, curated: bool = False) -> tuple[list[
     raise UsageError(f"no removed documents for {rule!r} in this run; --removed takes one of:\n{available(run)}")
 
 
-def documents(sets: list[DocSet], only: str | None, pattern: re.Pattern | None) -> Iterator[tuple[DocSet, dict]]:
-    """Matching documents (of the drop reason ``only``, when given), streamed in file order."""
+def changed(
+    run: RunInfo, which: str, sets: list[DocSet], rule: str | None
+) -> tuple[list[DocSet], Callable[[dict], bool]]:
+    """``--newly dropped|kept`` on a refilter output: the sets to read (``--removed RULE`` narrows the dropped
+    ones) and which of their rows moved."""
+    if not run.meta.get("refilter_of"):
+        raise UsageError(f"--newly compares a refilter output with its run; {run.root} is not one (pipelines.refilter)")
+    if which == "kept" and rule is not None:
+        raise UsageError("--newly kept shows kept documents: drop --removed")
+    every, moved = newly(run, which)
+    return (sets if rule is not None else every), moved
+
+
+def documents(
+    sets: list[DocSet], only: str | None, pattern: re.Pattern | None, moved: Callable[[dict], bool] | None = None
+) -> Iterator[tuple[DocSet, dict]]:
+    """Matching documents (of the drop reason ``only``, when given; that ``moved``, when given), in file order."""
     for docset in sets:
         for batch in iter_batches(docset.files):
             for row in batch.to_pylist():
                 reason = row.get("filter_reason") or docset.default_reason
                 if only is not None and only not in (reason, reason_kind(reason or "")):
+                    continue
+                if moved is not None and not moved(row):
                     continue
                 text, url = row.get("text") or "", row.get("url") or ""
                 if pattern is not None and not (pattern.search(text) or pattern.search(url)):
@@ -111,6 +145,9 @@ def format_document(docset: DocSet, row: dict, pattern: re.Pattern | None, chars
     where = "kept" if docset.key == "kept" else f"removed/{docset.key}"
     reason = row.get("filter_reason")
     head = f"── [{where}" + (f" · {reason}" if reason and docset.key != "kept" else "") + f"] {row.get('url') or ''}"
+    if previously := row.get(PREVIOUSLY):  # a refilter output: where the run had put it
+        was = "kept" if previously == CURATED else f"removed/{previously} · {row.get(PREVIOUS_REASON) or '–'}"
+        head += f"\n   before the refilter: [{was}]"
     score = row.get("language_score")
     meta = [
         f"id {row.get('id')}",
@@ -145,6 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-i", "--ignore-case", action="store_true", help="--grep ignores case")
     parser.add_argument("--limit", type=int, default=10, help="without --sample: the first N matches (default 10)")
     parser.add_argument("--chars", type=int, default=600, help="characters of text per document (0: all)")
+    parser.add_argument(
+        "--newly",
+        choices=NEWLY,
+        help="on a refilter output (RUN/refilter/NAME): documents it dropped that the run kept (with --removed "
+        "RULE: dropped by that rule), or that it kept and the run had removed; each shows where it was and why",
+    )
     parser.add_argument("--list", action="store_true", help="list what --removed accepts in this run and exit")
     return parser
 
@@ -157,6 +200,9 @@ def run_inspect(args: argparse.Namespace, out=sys.stdout) -> int:
             print(f"{run.root}\n{available(run)}", file=out)
             return 0
         sets, only = select(run, args.removed, args.curated)
+        moved = None
+        if args.newly is not None:
+            sets, moved = changed(run, args.newly, sets, args.removed)
         try:
             pattern = re.compile(args.grep, re.IGNORECASE if args.ignore_case else 0) if args.grep else None
         except re.error as err:
@@ -169,7 +215,7 @@ def run_inspect(args: argparse.Namespace, out=sys.stdout) -> int:
         print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     width = min(os.get_terminal_size().columns if out.isatty() else 100, 120)
-    stream = documents(sets, only, pattern)
+    stream = documents(sets, only, pattern, moved)
     if args.sample is not None:
         items, total = sample(stream, args.sample, args.seed)
         summary = f"{len(items)} of {total:,} matching documents, sampled with seed {args.seed}"
@@ -178,6 +224,7 @@ def run_inspect(args: argparse.Namespace, out=sys.stdout) -> int:
         more = len(items) > args.limit
         items = items[: args.limit]
         summary = f"first {len(items)} matching documents" if items else "no matching documents"
+        summary += f" (newly {args.newly} by the refilter)" if args.newly else ""
         summary += " (more match: --limit, --sample)" if more else ""
     for docset, row in items:
         print(format_document(docset, row, pattern, args.chars, width), file=out)
