@@ -37,3 +37,9 @@ def parquet_under(folder: str | Path) -> list[Path]:
 def is_visible(path: Path) -> bool:
     """Hidden names are temp files of writers still in progress (``common.atomic`` writes ``.NAME.*.tmp``)."""
     return not path.name.startswith(".")
+
+
+# A refilter's output (pipelines.refilter) is a run directory whose documents say where they were before
+# and why: the inspector and the report show "newly dropped / newly kept" from these two columns.
+PREVIOUSLY = "refilter_previously"  # "curated", or the removed/<step>/ folder the document was in
+PREVIOUS_REASON = "refilter_previous_reason"  # its filter_reason there (None when it was kept)

@@ -10,6 +10,10 @@ decontamination) formatted again; a document that newly passes gets both, as in 
 Decontamination reruns when the new recipe names eval sets (on the stored text, as in the curate
 stage); without eval sets, documents it removed before are judged by the rules alone. The quality
 classifier's drops are not read back (its step does not rerun).
+
+Every document written carries where it was (``refilter_previously``: ``curated`` or the rule id of
+its ``removed/`` folder) and why (``refilter_previous_reason``), so the output answers "which documents
+did my new threshold drop, and which did it let back in?" (``pipelines.inspect --newly``, the report).
 """
 
 from __future__ import annotations
@@ -24,37 +28,43 @@ from datatrove.data import Document, DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from common.documents import DocumentWriter
+from common.run_dir import CURATED, PREVIOUS_REASON, PREVIOUSLY
 from curate.config import CurateConfig
 from curate.pipeline import (
     CONTAMINATION_FIELDS,
     DECONTAMINATION,
     PII_DONE_KEY,
     Removed,
+    curated_schema,
     judge_steps,
 )
 from filters import c4
 from filters.quality import C4_TEXT_KEY
 
-ORIGIN_KEY = "_origin"  # where a document was: KEPT, a rule id or DECONTAMINATION; not a column
-KEPT = "curated"
+REFILTER_FIELDS = (pa.field(PREVIOUSLY, pa.string()), pa.field(PREVIOUS_REASON, pa.string()))
+KEPT = CURATED
 PII_FORMATTED = (KEPT, DECONTAMINATION)  # origins whose text passed PII formatting
 
 
 class Tally:
-    """Documents by where they were (``before``) and went (``after``), why (``reasons``), ``moved``."""
+    """Documents by where they were (``before``) and went (``after``), why (``reasons``), ``moved``; the moved
+    ones by the reason that removes them now or removed them before (``changes``)."""
 
     def __init__(self) -> None:
         self.before: Counter[str] = Counter()
         self.after: Counter[str] = Counter()
         self.reasons: Counter[str] = Counter()
         self.moved: Counter[tuple[str, str]] = Counter()
+        self.changes: Counter[tuple[str, str, str]] = Counter()  # moved (from, to) by why it was or is removed
 
     def count(self, doc: Document, target: str) -> None:
         self.after[target] += 1
         if reason := doc.metadata.get("filter_reason"):
             self.reasons[f"{target}/{reason}"] += 1
-        if (origin := doc.metadata[ORIGIN_KEY]) != target:
+        if (origin := doc.metadata[PREVIOUSLY]) != target:
             self.moved[(origin, target)] += 1
+            why = doc.metadata.get(PREVIOUS_REASON) if target == KEPT else reason
+            self.changes[(origin, target, (why or "(none)").split(": ", 1)[0])] += 1  # without its detail
 
 
 class JudgedDocuments(PipelineStep):
@@ -75,9 +85,10 @@ class JudgedDocuments(PipelineStep):
                 for batch in pq.ParquetFile(file).iter_batches():
                     for row in batch.to_pylist():
                         text, doc_id = row.pop("text") or "", row.pop("id")
+                        row[PREVIOUS_REASON] = row.get("filter_reason")
                         for judged_again in ("filter_reason", *(f.name for f in CONTAMINATION_FIELDS)):
                             row.pop(judged_again, None)
-                        row[ORIGIN_KEY] = origin
+                        row[PREVIOUSLY] = origin
                         if origin == KEPT or origin in c4_output:
                             row[C4_TEXT_KEY] = text
                         row[PII_DONE_KEY] = origin in PII_FORMATTED
@@ -98,11 +109,15 @@ class CountingWriter(DocumentWriter):
 
 
 class CountedRemoved(Removed):
-    """``removed/<rule id>/`` writers that count into a ``Tally``."""
+    """``removed/<rule id>/`` writers that count into a ``Tally``; every folder holds the refilter's columns."""
 
     def __init__(self, folder: str, tally: Tally):
         super().__init__(folder)
         self.tally = tally
+        self.schema = curated_schema(REFILTER_FIELDS)
+
+    def schema_for(self, extra: Sequence[pa.Field] = ()) -> pa.Schema:
+        return curated_schema([*extra, *REFILTER_FIELDS]) if extra else self.schema
 
     def writer(self, step_id: str, extra: Sequence[pa.Field] = ()) -> DocumentWriter:
         return CountingWriter(f"{self.folder}/{step_id}", self.schema_for(extra), step_id, self.tally)

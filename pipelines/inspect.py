@@ -8,6 +8,8 @@ what a step dropped, where RULE is a step id, which is its ``removed/`` folder (
 (seeded, so a colleague sees the same ones). Files are streamed, so a whole dump is fine. A search of
 one document stops after ``--grep-timeout`` seconds (the ``regex`` module's timeout): a pattern that
 backtracks catastrophically, like ``(a|aa)+$`` on a long run of a's, ends in one ``error:`` line, not a hang.
+On a refilter output (``RUN/refilter/<name>/``), ``--newly dropped`` shows the documents the new recipe
+dropped that the run had kept, ``--newly kept`` those it lets back in, each with where it was and why.
 """
 
 from __future__ import annotations
@@ -17,14 +19,24 @@ import os
 import random
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
 
 import regex
 
 from common.cli import one_line
-from pipelines.report.data import DocSet, RunInfo, disk_reasons, load_run, reason_kind, resolve_run_dir
+from common.run_dir import CURATED, PREVIOUS_REASON, PREVIOUSLY
+from pipelines.report.data import (
+    NEWLY,
+    DocSet,
+    RunInfo,
+    disk_reasons,
+    load_run,
+    newly,
+    reason_kind,
+    resolve_run_dir,
+)
 from pipelines.report.scan import Reservoir, iter_batches
 
 NOT_SIGNALS = ("text", "id", "url", "dump", "date", "warc_path", "language", "language_score", "filter_reason")
@@ -41,6 +53,11 @@ def available(run: RunInfo) -> str:
         reasons = ", ".join(f"{r} ({n:,})" for r, n in disk_reasons(docset).most_common())
         step = f"by {run.steps[docset.step].name}" if docset.step is not None else "(no step in stats.json)"
         lines.append(f"  {docset.key:20} removed {step}: {reasons}")
+    if comparison := run.meta.get("comparison"):  # a refilter output
+        lines.append(
+            f"refilter of {run.meta.get('refilter_of')}: --newly dropped ({comparison['newly_dropped']:,} documents "
+            f"the run kept), --newly kept ({comparison['newly_kept']:,} documents the run removed)"
+        )
     return "\n".join(lines)
 
 
@@ -62,16 +79,35 @@ def select(run: RunInfo, rule: str | None, curated: bool = False) -> tuple[list[
     raise UsageError(f"no removed documents for {rule!r} in this run; --removed takes one of:\n{available(run)}")
 
 
+def changed(
+    run: RunInfo, which: str, sets: list[DocSet], rule: str | None
+) -> tuple[list[DocSet], Callable[[dict], bool]]:
+    """``--newly dropped|kept`` on a refilter output: the sets to read (``--removed RULE`` narrows the dropped
+    ones) and which of their rows moved."""
+    if not run.meta.get("refilter_of"):
+        raise UsageError(f"--newly compares a refilter output with its run; {run.root} is not one (pipelines.refilter)")
+    if which == "kept" and rule is not None:
+        raise UsageError("--newly kept shows kept documents: drop --removed")
+    every, moved = newly(run, which)
+    return (sets if rule is not None else every), moved
+
+
 def documents(
-    sets: list[DocSet], only: str | None, pattern: regex.Pattern | None, timeout: float | None = None
+    sets: list[DocSet],
+    only: str | None,
+    pattern: regex.Pattern | None,
+    timeout: float | None = None,
+    moved: Callable[[dict], bool] | None = None,
 ) -> Iterator[tuple[DocSet, dict]]:
-    """Matching documents (of the drop reason ``only``, when given), streamed in file order; a search that
-    runs past ``timeout`` seconds raises TimeoutError."""
+    """Matching documents (of the drop reason ``only``, when given; that ``moved``, when given), streamed in
+    file order; a search that runs past ``timeout`` seconds raises TimeoutError."""
     for docset in sets:
         for batch in iter_batches(docset.files):
             for row in batch.to_pylist():
                 reason = row.get("filter_reason") or docset.default_reason
                 if only is not None and only not in (reason, reason_kind(reason or "")):
+                    continue
+                if moved is not None and not moved(row):
                     continue
                 text, url = row.get("text") or "", row.get("url") or ""
                 if pattern is not None and not (
@@ -123,6 +159,9 @@ def format_document(
     where = "kept" if docset.key == "kept" else f"removed/{docset.key}"
     reason = row.get("filter_reason")
     head = f"── [{where}" + (f" · {reason}" if reason and docset.key != "kept" else "") + f"] {row.get('url') or ''}"
+    if previously := row.get(PREVIOUSLY):  # a refilter output: where the run had put it
+        was = "kept" if previously == CURATED else f"removed/{previously} · {row.get(PREVIOUS_REASON) or '–'}"
+        head += f"\n   before the refilter: [{was}]"
     score = row.get("language_score")
     meta = [
         f"id {row.get('id')}",
@@ -164,6 +203,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--limit", type=int, default=10, help="without --sample: the first N matches (default 10)")
     parser.add_argument("--chars", type=int, default=600, help="characters of text per document (0: all)")
+    parser.add_argument(
+        "--newly",
+        choices=NEWLY,
+        help="on a refilter output (RUN/refilter/NAME): documents it dropped that the run kept (with --removed "
+        "RULE: dropped by that rule), or that it kept and the run had removed; each shows where it was and why",
+    )
     parser.add_argument("--list", action="store_true", help="list what --removed accepts in this run and exit")
     return parser
 
@@ -176,6 +221,9 @@ def run_inspect(args: argparse.Namespace, out=sys.stdout) -> int:
             print(f"{run.root}\n{available(run)}", file=out)
             return 0
         sets, only = select(run, args.removed, args.curated)
+        moved = None
+        if args.newly is not None:
+            sets, moved = changed(run, args.newly, sets, args.removed)
         try:
             pattern = regex.compile(args.grep, regex.IGNORECASE if args.ignore_case else 0) if args.grep else None
         except regex.error as err:
@@ -190,7 +238,7 @@ def run_inspect(args: argparse.Namespace, out=sys.stdout) -> int:
         print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     try:
-        return _show(args, sets, only, pattern, out)
+        return _show(args, sets, only, pattern, moved, out)
     except TimeoutError:
         print(f"error: {one_line(_too_slow(args.grep, args.grep_timeout))}", file=sys.stderr)
         return 2
@@ -203,11 +251,18 @@ def _too_slow(pattern: str, seconds: float) -> str:
     )
 
 
-def _show(args: argparse.Namespace, sets: list[DocSet], only: str | None, pattern: regex.Pattern | None, out) -> int:
+def _show(
+    args: argparse.Namespace,
+    sets: list[DocSet],
+    only: str | None,
+    pattern: regex.Pattern | None,
+    moved: Callable[[dict], bool] | None,
+    out,
+) -> int:
     """Collect the selected documents (a --grep search bounded by --grep-timeout), then print them."""
     width = min(os.get_terminal_size().columns if out.isatty() else 100, 120)
     timeout = args.grep_timeout
-    stream = documents(sets, only, pattern, timeout)
+    stream = documents(sets, only, pattern, timeout, moved)
     if args.sample is not None:
         items, total = sample(stream, args.sample, args.seed)
         summary = f"{len(items)} of {total:,} matching documents, sampled with seed {args.seed}"
@@ -216,6 +271,7 @@ def _show(args: argparse.Namespace, sets: list[DocSet], only: str | None, patter
         more = len(items) > args.limit
         items = items[: args.limit]
         summary = f"first {len(items)} matching documents" if items else "no matching documents"
+        summary += f" (newly {args.newly} by the refilter)" if args.newly else ""
         summary += " (more match: --limit, --sample)" if more else ""
     for docset, row in items:
         print(format_document(docset, row, pattern, args.chars, width, timeout), file=out)

@@ -65,6 +65,7 @@ class RunLayout:
     removed_root = _child("removed")
     deduped = _child("deduped")
     stats_json = _child("stats.json")
+    refilter_json = _child("refilter.json")  # a refilter output's record (pipelines.refilter), in place of run.json
 
     def removed(self, step: str) -> Path:
         return self.root / "removed" / step

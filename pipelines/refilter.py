@@ -4,9 +4,12 @@ Every document that reached the rules (``curated/`` plus ``removed/<rule>/`` and
 ``removed/decontamination/``) is judged again by the new recipe's rules, in FineWeb's order, and
 decontaminated against its eval sets when it names any, with the curate stage's own steps
 (``curate.refilter.build_refilter_pipeline``, streaming); the output goes to ``RUN/refilter/<name>/``
-and the counts before and after are printed. What a threshold change cannot express (C4's line-level
-options, stop words, the language model) is part of ``signals``/``language`` and needs a new curate
-run; this command says so when they differ.
+and the counts before and after are printed. The output is a run directory of its own: ``stats.json``
+(one stage, ``refilter``) and ``refilter.json`` (what was judged again, by which recipe, the comparison)
+beside ``curated/`` and ``removed/<rule>/``, so ``pipelines.inspect`` and ``pipelines.report`` read it,
+and every document says where it was before (``inspect --newly dropped|kept``). What a threshold change
+cannot express (C4's line-level options, stop words, the language model) is part of
+``signals``/``language`` and needs a new curate run; this command says so when they differ.
 """
 
 from __future__ import annotations
@@ -14,17 +17,23 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections import deque
 from pathlib import Path
 
 from datatrove.pipeline.base import PipelineStep
+from datatrove.utils.stats import PipelineStats
 
+from common.atomic import atomic_write_text
 from common.cli import one_line
 from common.config import ConfigError
 from common.lock import FolderLock, FolderUnavailable, check_apart, check_writable
 from curate.refilter import KEPT, Tally, build_refilter_pipeline, judged_ids
 from pipelines.layout import RunLayout
 from pipelines.recipe import Recipe, load_recipe
+from pipelines.stats import summarize_step
+
+STAGE = "refilter"  # the one stage of a refilter output's stats.json
 
 
 def run_steps(steps: list[PipelineStep]) -> None:
@@ -35,7 +44,7 @@ def run_steps(steps: list[PipelineStep]) -> None:
     deque(data, maxlen=0)  # drain the generator: the writers write as documents pass
 
 
-def refilter(run: Path, recipe: Recipe, out: Path | None = None) -> dict:
+def refilter(run: Path, recipe: Recipe, out: Path | None = None, argv: list[str] | None = None) -> dict:
     """Judge again, write ``curated/`` and ``removed/<rule>/`` under ``out``, return the comparison."""
     layout = RunLayout(run)
     previous = json.loads(layout.run_json.read_text())["config"]["recipe"]
@@ -46,7 +55,17 @@ def refilter(run: Path, recipe: Recipe, out: Path | None = None) -> dict:
     ]
     out = out or run / "refilter" / recipe.name
     tally = Tally()
-    run_steps(build_refilter_pipeline(recipe.curate, layout.curated, layout.removed_root, out, tally))
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    steps = build_refilter_pipeline(recipe.curate, layout.curated, layout.removed_root, out, tally)
+    run_steps(steps)
+    result = comparison(out, recipe, tally, layout, warnings)
+    command = ["python", "-m", "pipelines.refilter", *(argv if argv is not None else [str(run)])]
+    write_records(run, out, recipe, steps, result, {"command": command, "started_at": started})
+    return result
+
+
+def comparison(out: Path, recipe: Recipe, tally: Tally, layout: RunLayout, warnings: list[str]) -> dict:
+    """Documents per step before and after, why, and which moved where."""
     return {
         "output": str(out),
         "documents": sum(tally.before.values()),
@@ -55,8 +74,31 @@ def refilter(run: Path, recipe: Recipe, out: Path | None = None) -> dict:
         "after": dict(tally.after),
         "reasons": dict(tally.reasons.most_common()),
         "moved": {f"{a} -> {b}": n for (a, b), n in tally.moved.most_common()},
+        "newly_dropped": sum(n for (a, _), n in tally.moved.items() if a == KEPT),
+        "newly_kept": sum(n for (_, b), n in tally.moved.items() if b == KEPT),
+        "changes": [
+            {"from": a, "to": b, "reason": why, "documents": n} for (a, b, why), n in tally.changes.most_common()
+        ],
         "warnings": warnings,
     }
+
+
+def write_records(run: Path, out: Path, recipe: Recipe, steps: list[PipelineStep], result: dict, how: dict) -> None:
+    """``out/stats.json`` from the steps' own counters (the curate stage's format) and ``out/refilter.json``."""
+    summarized = [summarize_step(s.to_dict()) for s in PipelineStats(steps).stats]
+    judged = [s for s in summarized if s["in"] is not None and s["kept"] is not None]
+    stats = {"stages": {STAGE: {"tasks_completed": 1, "tasks_total": 1, "steps": judged}}}
+    atomic_write_text(out / "stats.json", json.dumps(stats, indent=2))
+    previous = json.loads(RunLayout(run).run_json.read_text())
+    record = {
+        "dump": previous.get("dump"),
+        "source": f"refilter of {run} (its curated/ and removed/<rule>/ judged again)",
+        "refilter_of": str(run),
+        **how,
+        "config": {"recipe": recipe.to_dict()},
+        "comparison": result,
+    }
+    atomic_write_text(RunLayout(out).refilter_json, json.dumps(record, indent=2, default=str))
 
 
 def print_report(result: dict) -> None:
@@ -68,6 +110,11 @@ def print_report(result: dict) -> None:
         print(f"{step:20} {result['before'].get(step, 0):>8} {result['after'].get(step, 0):>8}")
     if result["moved"]:
         print("moved: " + ", ".join(f"{k}: {v}" for k, v in result["moved"].items()))
+    for direction, key, reason_of in (("dropped", "newly_dropped", "to"), ("kept", "newly_kept", "from")):
+        rows = [c for c in result["changes"] if (c["from"] if direction == "dropped" else c["to"]) == KEPT]
+        why = ", ".join(f"{c[reason_of]}/{c['reason']}: {c['documents']}" for c in rows)
+        print(f"newly {direction}: {result[key]}" + (f" ({why})" if why else ""))
+    print(f"browse them: python -m pipelines.inspect {result['output']} --newly dropped (or kept)")
     for reason, count in result["reasons"].items():
         print(f"  removed by {reason}: {count}")
 
@@ -77,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run", help="a run directory made by pipelines.run (holds run.json)")
     parser.add_argument("--recipe", required=True, help="recipe YAML with the new thresholds")
     parser.add_argument("--out", default=None, help="output directory (default: RUN/refilter/<recipe name>)")
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     run = Path(args.run)
     try:
@@ -93,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, FolderUnavailable) as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
-    print_report(refilter(run, recipe, out))
+    print_report(refilter(run, recipe, out, argv))
     return 0
 
 

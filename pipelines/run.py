@@ -64,7 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="local folder for temporary files of this node (default: the system temp dir); "
         "a run folder is made in it and removed at the end; never needs to be shared",
     )
-    parser.add_argument("--dump", default=None, help="dump name for local WARC files (default: from the paths)")
+    parser.add_argument(
+        "--dump",
+        default=None,
+        help="name of the run folder OUT/<DUMP>/ for WARC files (default: the CC-MAIN-YYYY-WW in their paths, else "
+        "the one file's name without .warc.gz, else the folder holding them: /data/heldout/*.warc.gz -> heldout)",
+    )
     parser.add_argument("--cc-base", default=DEFAULT_CC_BASE, help="Common Crawl base URL or a local mirror directory")
     parser.add_argument("--limit-warcs", type=int, default=None, help="only the first N WARC files of the source")
     parser.add_argument("--tasks", type=int, default=None, help="number of tasks (default: one per WARC file)")
@@ -142,7 +147,8 @@ def prepare_run(
         previous = json.loads(layout.run_json.read_text())
         if previous.get("config") != json.loads(json.dumps(config)):
             raise ConfigError(
-                f"{layout.root} holds a run with a different recipe or inputs; use another --out or delete it"
+                f"{layout.root} holds a run with a different recipe or inputs; name this run with --dump NAME, "
+                "use another --out, or delete it"
             )
     atomic_write_text(layout.root / "inputs.txt", "\n".join(source.paths) + "\n")
     run_info = {

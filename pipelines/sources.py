@@ -143,8 +143,22 @@ def resolve_paths(items: list[str], dump: str | None = None) -> ResolvedSource:
     rel = tuple(f[len(base) :].lstrip("/") for f in files)
     if not dump:
         dumps = {m.group(0) for f in files for m in [DUMP_IN_PATH.search(f)] if m}
-        dump = dumps.pop() if len(dumps) == 1 else "local"
+        dump = dumps.pop() if len(dumps) == 1 else local_dump_name(files, base)
     return ResolvedSource(dump, base, rel, f"{len(rel)} WARC file(s) under {base}")
+
+
+def local_dump_name(files: list[str], base: str) -> str:
+    """The run folder of WARC files outside Common Crawl's layout, so that runs of different inputs in one
+    ``--out`` do not meet in one folder: the one file's name without its WARC suffix, or the name of the folder
+    holding them all (``/data/heldout/*.warc.gz`` -> ``heldout``), as a safe name; ``local`` when neither gives one."""
+    if len(files) == 1:
+        name = os.path.basename(files[0])
+        suffix = next((s for s in sorted(WARC_SUFFIXES, key=len, reverse=True) if name.endswith(s)), "")
+        name = name[: len(name) - len(suffix)]
+    else:
+        name = os.path.basename(base.rstrip("/"))
+    name = re.sub(r"[^A-Za-z0-9._+-]", "_", name).lstrip("._+-")[:128]
+    return name or "local"
 
 
 def resolve_source(

@@ -28,6 +28,7 @@ from trainer.init_from import init_from, mixture_record
 from trainer.mesh import ParallelDims
 from trainer.metric_sinks import open_sinks, parse_sinks
 from trainer.metrics import DataIndexWriter, MetricsLogger, Throughput
+from trainer.model_spec import model_label
 from trainer.moe_export import moe_format
 from trainer.output_lock import lock_output, lock_shards
 from trainer.pipeline_parallel import export_from_checkpoint
@@ -95,7 +96,13 @@ def _build_engine(cfg: TrainConfig, info: DistInfo, data: PreparedData) -> Train
         pp_schedule=cfg.pp_schedule,
         document_eot=eot,
     )
-    log.info("model %s: %.2fM params, %s", cfg.model, data.model_cfg.num_params() / 1e6, data.model_cfg)
+    log.info(
+        "model %s: %.2fM params, training windows of %d tokens (positions up to max_seq_len), %s",
+        model_label(cfg),
+        data.model_cfg.num_params() / 1e6,
+        data.plan.seq_len,
+        data.model_cfg,
+    )
     return engine
 
 

@@ -66,6 +66,15 @@ def base_model(name: str) -> ModelConfig:
     raise ModelSpecError(f"unknown model {name!r}: choose a preset {sorted(PRESETS)} or a .yaml/.json file")
 
 
+def model_label(cfg: TrainConfig) -> str:
+    """The model as the command gave it: the preset or file, and the flags that changed its shape (a log naming
+    only ``tiny`` for ``--model tiny --dim 32`` described a model that did not train)."""
+    changed = [f"--{name.replace('_', '-')} {getattr(cfg, name)}" for name in (*SHAPE_FLAGS, *MOE_FLAGS)
+               if getattr(cfg, name) is not None]  # fmt: skip
+    changed += [f"--{name.replace('_', '-')}" for name in ("qk_norm", "untied") if getattr(cfg, name)]
+    return f"{cfg.model} with {' '.join(changed)}" if changed else cfg.model
+
+
 def model_config(cfg: TrainConfig, vocab_size: int, seq_len: int) -> ModelConfig:
     """The base model with the run's overrides, its vocab padded from the tokenizer's, long enough for seq_len."""
     base = base_model(cfg.model)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.documents import open_parquet
-from common.run_dir import kept_documents_dir
+from common.run_dir import CURATED, PREVIOUSLY, kept_documents_dir
 from common.storage import as_path
 from dedup.pipeline import DedupLayout
 from filters.decontamination import REASON as CONTAMINATED
@@ -26,6 +27,7 @@ STAGE_ORDER = ("curate", "dedup_filter")
 DEFAULT_REASON = {k: f"{k}_duplicate" for k in ("minhash", "exact", "cross_dump")} | {"url_dedup": "url_duplicate"}
 # removed/ folders written by a step of another id: the MinHash filter also drops cross-dump duplicates
 FOLDER_STEP = {"cross_dump": "minhash"}
+NEWLY = ("dropped", "kept")  # what a refilter changed against its run's curation
 
 
 def dedup_step_id(kind: str) -> str:
@@ -151,13 +153,22 @@ def _removed_sets(layout: RunLayout, steps: list[Step]) -> list[DocSet]:
     return sorted(sets, key=lambda s: (s.step if s.step is not None else len(steps), s.key))
 
 
+def newly(run: RunInfo, which: str) -> tuple[list[DocSet], Callable[[dict], bool]]:
+    """A refilter output's documents that moved against its run: ``dropped`` (the run had kept them) or
+    ``kept`` (the run had removed them); the sets to read and the test of a row."""
+    if which == "kept":
+        return [run.kept], lambda row: row.get(PREVIOUSLY) not in (None, CURATED)
+    return list(run.removed), lambda row: row.get(PREVIOUSLY) == CURATED
+
+
 def load_run(run_dir: Path) -> RunInfo:
     """Read ``run.json``, ``stats.json`` and the file lists of a run directory."""
     layout = RunLayout(as_path(run_dir))
     if not layout.stats_json.exists():
         raise FileNotFoundError(f"{layout.stats_json} not found: not a finished run directory")
     stats = json.loads(layout.stats_json.read_text())
-    meta = json.loads(layout.run_json.read_text()) if layout.run_json.exists() else {}
+    record = next((p for p in (layout.run_json, layout.refilter_json) if p.exists()), None)
+    meta = json.loads(record.read_text()) if record is not None else {}
     steps = filtering_steps(stats)
     kept = DocSet.kept(kept_documents_dir(layout.root) or layout.curated)
     return RunInfo(layout.root, meta, stats, steps, kept, _removed_sets(layout, steps))

@@ -64,6 +64,7 @@ def _doc(doc: dict, kind: str) -> str:
     score = f" ({doc['language_score']:.2f})" if isinstance(doc.get("language_score"), float) else ""
     extra = f" · cluster of {doc['cluster_size']}" if (doc.get("cluster_size") or 0) > 1 else ""
     text = escape(doc["text"]) + (" […]" if doc.get("truncated") else "") if doc["text"] else "<i>(no text)</i>"
+    extra += f" · before the refilter: {escape(doc['previously'])}" if doc.get("previously") else ""
     return (
         f'<div class="doc {kind}"><div class="head"><span class="reason">{escape(str(doc["reason"]))}</span> '
         f"{escape(doc.get('url') or '')} · {escape(str(doc.get('language') or '–'))}{score} · "
@@ -80,6 +81,28 @@ def _samples(data: dict) -> str:
         head = f"{escape(group['label'])} <small>({group['docs']:,} documents, {len(group['items'])} sampled)</small>"
         parts += [f"<h3>{head}</h3>", *(_doc(doc, kind) for doc in group["items"])]
     return "".join(parts) or '<p class="note">no documents on disk</p>'
+
+
+def _refilter(data: dict) -> str:
+    """A refilter output against its run: what moved, by reason, and the first documents of each direction."""
+    refiltered = data.get("refilter")
+    if not refiltered:
+        return ""
+    rows = [
+        [escape(c["from"]), escape(c["to"]), escape(c["reason"]), _n(c["documents"])] for c in refiltered["changes"]
+    ]
+    parts = [
+        "<h2>Newly dropped / newly kept</h2>",
+        f"<p id='refilter'>Against the run {escape(refiltered['of'])}: {_n(refiltered['newly_dropped'])} documents "
+        f"newly dropped (the run kept them), {_n(refiltered['newly_kept'])} newly kept (the run removed them). "
+        "The reason is the one that removes a document now, or removed it before.</p>",
+        _table(["was in", "now in", "reason", "documents"], rows, "refilter-changes", {3}),
+    ]
+    for which, kind in (("dropped", "removed"), ("kept", "kept")):
+        items = refiltered["samples"][which]
+        parts.append(f"<h3>newly {which} <small>(first {len(items)})</small></h3>")
+        parts += [_doc(doc, kind) for doc in items] or ['<p class="note">none</p>']
+    return "".join(parts)
 
 
 def _domains(data: dict) -> str:
@@ -119,6 +142,7 @@ def render(data: dict, images: dict[str, str]) -> str:
     clusters = data.get("clusters")
     sections = [
         _header(data),
+        _refilter(data),
         "<h2>Funnel</h2>",
         _img(images, "funnel", "funnel of documents and tokens", "no filtering steps"),
         _steps_table(data),

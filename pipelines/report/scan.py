@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from tqdm import tqdm
 
 from common.documents import open_parquet
+from common.run_dir import CURATED, PREVIOUS_REASON, PREVIOUSLY
 from pipelines.report.data import DocSet, reason_kind
 
 TOKEN_NOTE = "tokens ≈ whitespace-separated words of the stored text"
@@ -113,7 +114,33 @@ def _row_sample(batch: pa.RecordBatch, i: int, words: int, reason: str | None) -
         "text": text[:TEXT_CHARS],
         "truncated": len(text) > TEXT_CHARS,
         "signals": {k: v for k, v in row.items() if isinstance(v, float) and not math.isnan(v)},
+        "previously": previously(row),
     }
+
+
+def previously(row: dict) -> str | None:
+    """Where a refilter output's document was in its run, and why (None outside a refilter output)."""
+    was = row.get(PREVIOUSLY)
+    if was is None:
+        return None
+    return "kept" if was == CURATED else f"removed/{was} · {row.get(PREVIOUS_REASON) or '(none)'}"
+
+
+def first_rows(docsets: list[DocSet], keep: Callable[[dict], bool], k: int) -> list[dict]:
+    """The first ``k`` documents of ``docsets`` that ``keep`` accepts (it sees the refilter's columns), as samples."""
+    found: list[dict] = []
+    for docset in docsets:
+        for batch in iter_batches(docset.files):
+            columns = [c for c in (PREVIOUSLY, PREVIOUS_REASON) if c in batch.schema.names]
+            for i, row in enumerate(batch.select(columns).to_pylist()):
+                if keep(row):
+                    one = batch.slice(i, 1)
+                    words = int(word_counts(one.column("text"))[0])
+                    reason = one.column("filter_reason")[0].as_py() if "filter_reason" in one.schema.names else None
+                    found.append(_row_sample(one, 0, words, reason or docset.default_reason or "kept"))
+                    if len(found) == k:
+                        return found
+    return found
 
 
 def _sample(profile: Profile, batch: pa.RecordBatch, words: np.ndarray, reasons: list[str], k: int, seed: int) -> None:

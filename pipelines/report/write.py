@@ -20,10 +20,10 @@ from tqdm import tqdm
 
 from common.atomic import atomic_write_text
 from common.storage import as_path, is_remote
-from pipelines.report.data import RunInfo, load_run, reader_counters, resolve_run_dir
+from pipelines.report.data import NEWLY, RunInfo, load_run, newly, reader_counters, resolve_run_dir
 from pipelines.report.html import render
 from pipelines.report.plots import draw_all
-from pipelines.report.scan import LENGTH_EDGES, TOKEN_NOTE, Profile, count_rows, scan
+from pipelines.report.scan import LENGTH_EDGES, TOKEN_NOTE, Profile, count_rows, first_rows, scan
 
 SAMPLES_PER_REASON = 2
 SAMPLES_KEPT = 4
@@ -69,7 +69,9 @@ def _steps(run: RunInfo, profiles: dict[str, Profile]) -> list[dict]:
 def _funnel(steps: list[dict]) -> list[dict]:
     if not steps:
         return []
-    head = {"label": "read (HTML responses)", "docs": steps[0]["in"], "tokens": None}
+    refiltered = steps[0]["stage"] == "refilter"
+    first = "judged again (curated + removed by the rules)" if refiltered else "read (HTML responses)"
+    head = {"label": first, "docs": steps[0]["in"], "tokens": None}
     return [head] + [{"label": s["step"], "docs": s["kept"], "tokens": s["tokens_kept"]} for s in steps]
 
 
@@ -163,6 +165,22 @@ def build_report_data(run: RunInfo, seed: int = 0) -> dict:
         "samples": _samples(run, profiles),
         "evaluation": _evaluation(run.root),
         "fine_tuning": fine_tuning_section(run.root),
+        "refilter": _refilter(run),
+    }
+
+
+def _refilter(run: RunInfo) -> dict | None:
+    """A refilter output against its run: the documents newly dropped (the run kept them) and newly kept (the run
+    removed them), by reason (``refilter.json``), and the first few of each."""
+    comparison = run.meta.get("comparison")
+    if not run.meta.get("refilter_of") or comparison is None:
+        return None
+    return {
+        "of": run.meta["refilter_of"],
+        "newly_dropped": comparison["newly_dropped"],
+        "newly_kept": comparison["newly_kept"],
+        "changes": comparison["changes"],
+        "samples": {which: first_rows(*newly(run, which), SAMPLES_PER_SET) for which in NEWLY},
     }
 
 
@@ -221,6 +239,11 @@ def summary_table(data: dict) -> str:
         lines.append(f"{s['step'][:28]:28} {s['in']:>9,} {s['kept']:>9,} {s['dropped']:>8,} {tokens:>12}  {reasons}")
     t = data["totals"]
     lines.append(f"kept: {t['kept_documents']:,} documents, {t['kept_tokens']:,} tokens ({data['token_note']})")
+    if refiltered := data.get("refilter"):
+        lines.append(
+            f"against {refiltered['of']}: {refiltered['newly_dropped']:,} documents newly dropped, "
+            f"{refiltered['newly_kept']:,} newly kept (pipelines.inspect RUN --newly dropped|kept)"
+        )
     return "\n".join(lines)
 
 

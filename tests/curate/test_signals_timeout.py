@@ -33,7 +33,7 @@ def test_a_page_that_stalls_the_signals_is_dropped_and_the_task_goes_on(tmp_path
     recipe.write_text("name: short-signals\nsignals: {timeout: 2.0}\n")
     out = tmp_path / "out"
     run_cli("pipelines.run", str(warc), "--out", str(out), "--workers", "1", "--no-dedup", "--recipe", str(recipe))
-    run = out / "local"
+    run = out / "hostile"  # local files name their run folder (pipelines.sources.local_dump_name)
     steps = {s["id"]: s for s in json.loads((run / "stats.json").read_text())["stages"]["curate"]["steps"]}
     assert steps["signals"]["in"] == 3
     assert steps["signals"]["dropped_by_reason"] == {"timeout": 1}

@@ -95,7 +95,7 @@ def test_a_planted_lock_link_is_not_written_through(tmp_path: Path) -> None:
 def test_a_planted_report_link_is_refused_before_the_run(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    run = tmp_path / "out" / "local"  # the run folder of local WARC files
+    run = tmp_path / "out" / "sample"  # the run folder of the local WARC file sample.warc.gz
     run.mkdir(parents=True)
     (run / "report").symlink_to(elsewhere, target_is_directory=True)
     _refused(tmp_path, "pipelines.run", [SAMPLE, "--out", str(tmp_path / "out")], "symbolic link")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,6 +19,40 @@ pytestmark = pytest.mark.e2e
 
 def _count(folder: Path) -> int:
     return sum(pq.read_metadata(f).num_rows for f in folder.glob("*.parquet"))
+
+
+def _ids(folder: Path) -> set[str]:
+    return {i for f in folder.glob("*.parquet") for i in pq.read_table(f, columns=["id"]).column("id").to_pylist()}
+
+
+def _inspected_ids(run: Path, *args: str) -> list[str]:
+    """The ids ``pipelines.inspect`` prints (every match: --limit above any count here)."""
+    proc = run_cli("pipelines.inspect", str(run), *args, "--limit", "100000", "--chars", "40")
+    return re.findall(r"^id (\S+)", proc.stdout, re.MULTILINE)
+
+
+def _check_newly(run: Path, out: Path, stdout: str) -> None:
+    """inspect --newly and the report of a refilter output name exactly the documents that changed sides, as the
+    two curated/ folders' ids say, with where each was before."""
+    dropped, kept = _ids(run / "curated") - _ids(out / "curated"), _ids(out / "curated") - _ids(run / "curated")
+    assert f"newly dropped: {len(dropped)}" in stdout and f"newly kept: {len(kept)}" in stdout
+    assert sorted(_inspected_ids(out, "--newly", "dropped")) == sorted(dropped)
+    assert sorted(_inspected_ids(out, "--newly", "kept")) == sorted(kept)
+    proc = run_cli("pipelines.report", str(out))
+    assert f"{len(dropped):,} documents newly dropped, {len(kept):,} newly kept" in proc.stdout
+    data = json.loads((out / "report" / "report.json").read_text())["refilter"]
+    assert (data["newly_dropped"], data["newly_kept"], data["of"]) == (len(dropped), len(kept), str(run))
+    moved = {"dropped": [c for c in data["changes"] if c["from"] == "curated"],
+             "kept": [c for c in data["changes"] if c["to"] == "curated"]}  # fmt: skip
+    assert sum(c["documents"] for c in moved["dropped"]) == len(dropped)
+    assert sum(c["documents"] for c in moved["kept"]) == len(kept)
+    for which, expected in (("dropped", dropped), ("kept", kept)):
+        samples = data["samples"][which]
+        assert len(samples) == min(len(expected), 6)
+        assert all(s["previously"] == "kept" for s in samples) if which == "dropped" else all(
+            s["previously"].startswith("removed/") for s in samples
+        )
+    assert "Newly dropped / newly kept" in (out / "report" / "index.html").read_text()
 
 
 def _recipe(tmp_path: Path, name: str, **rules: dict) -> Path:
@@ -45,6 +81,8 @@ def test_stricter_threshold_removes_more_and_says_so(sample_run: Path, tmp_path:
     assert after < before
     assert _count(out / "removed" / "gopher_quality") > _count(sample_run / "removed" / "gopher_quality")
     assert "curated -> gopher_quality" in proc.stdout and "gopher_short_doc" in proc.stdout
+    assert "newly dropped: 0" not in proc.stdout
+    _check_newly(sample_run, out, proc.stdout)
     for row in pq.read_table(next((out / "removed" / "gopher_quality").glob("*.parquet"))).to_pylist():
         assert row["gopher_quality_word_count"] < 400 or row["filter_reason"] != "gopher_short_doc"
 
@@ -57,9 +95,11 @@ def test_looser_threshold_brings_documents_back_edited(sample_run: Path, tmp_pat
         c4={"min_sentences": 1},
         fineweb={"min_line_punct_ratio": 0.0, "max_short_line_ratio": 1.0, "max_char_dup_ratio": 1.0},
     )
-    run_cli("pipelines.refilter", str(sample_run), "--recipe", str(recipe))
+    proc = run_cli("pipelines.refilter", str(sample_run), "--recipe", str(recipe))
     out = sample_run / "refilter" / "loose"
     assert _count(out / "curated") > _count(sample_run / "curated")
+    assert "newly kept: 0" not in proc.stdout
+    _check_newly(sample_run, out, proc.stdout)
     new_rows = pq.read_table(next((out / "curated").glob("*.parquet"))).to_pylist()
     assert all(r["filter_reason"] is None for r in new_rows)
     assert all("javascript" not in line.lower() for r in new_rows for line in r["text"].splitlines())
@@ -68,6 +108,11 @@ def test_looser_threshold_brings_documents_back_edited(sample_run: Path, tmp_pat
 def test_refilter_refuses_bad_arguments(tmp_path: Path) -> None:
     proc = run_cli("pipelines.refilter", str(tmp_path), "--recipe", str(DEFAULT_RECIPE), check=False)
     assert proc.returncode == 2 and "not a run directory" in proc.stderr
+
+
+def test_newly_needs_a_refilter_output(sample_run: Path) -> None:
+    proc = run_cli("pipelines.inspect", str(sample_run), "--newly", "dropped", check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "is not one" in proc.stderr
 
 
 def test_recipe_validation_errors_are_one_line(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from trainer.config import PRESETS
 from trainer.fsdp_train import parse_args
-from trainer.model_spec import ModelSpecError, model_config
+from trainer.model_spec import ModelSpecError, model_config, model_label
 
 NANOGPT_SHAKESPEARE = ["--dim", "128", "--n-layers", "4", "--n-heads", "4", "--ffn-dim", "344"]
 
@@ -24,6 +24,12 @@ def test_shape_flags_override_the_preset() -> None:
     assert cfg.max_seq_len == PRESETS["tiny"].max_seq_len
     padded = model_config(parse_args(_args("--vocab-multiple", "64")), 65, 64)
     assert padded.vocab_size == 128 and padded == PRESETS["tiny"].with_vocab(65)
+
+
+def test_the_log_names_the_flags_that_changed_the_preset() -> None:
+    assert model_label(parse_args(_args())) == "tiny"
+    label = model_label(parse_args(_args("--dim", "32", "--n-layers", "3", "--untied")))
+    assert label == "tiny with --dim 32 --n-layers 3 --untied"
 
 
 def test_a_model_yaml_is_a_model(tmp_path: Path) -> None:
