@@ -48,7 +48,7 @@ def _listing(prefix: str) -> list[str]:
 
 
 @pytest.mark.e2e
-def test_in_process_run_on_the_store_resumes_to_the_local_losses(s3: S3Server, tmp_path: Path) -> None:
+def test_in_process_run_on_the_store_resumes_to_the_local_losses(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
     """One rank: the bucket's run, stopped and resumed from the bucket, is the local run bit for bit."""
     shards, tok, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs")
     scratch = tmp_path / "scratch"
@@ -73,7 +73,7 @@ def test_in_process_run_on_the_store_resumes_to_the_local_losses(s3: S3Server, t
     assert list(scratch.iterdir()) == []  # the staging folder went with the run
 
 
-def test_store_outputs_and_inputs_are_checked_before_training(s3: S3Server, tmp_path: Path) -> None:
+def test_store_outputs_and_inputs_are_checked_before_training(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
     shards, tok, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs")
     scratch = tmp_path / "scratch"
     with pytest.raises(ValueError, match="bucket 'no-such-bucket' does not exist"):
@@ -98,9 +98,17 @@ def _partial_steps(prefix: str) -> list[str]:
     return sorted(name for name, done in StoreCheckpoints(f"s3://{prefix}").steps().items() if not done)
 
 
+def _caught_mid_upload(prefix: str) -> list[str]:
+    """Checkpoints on the store without their manifest, newer than a committed one (a resume has a base)."""
+    steps = StoreCheckpoints(f"s3://{prefix}").steps()
+    committed = [name for name, done in steps.items() if done]
+    return sorted(n for n, done in steps.items() if not done and committed and n > min(committed))
+
+
 def _kill_mid_upload(server: S3Server, args: list[str]) -> list[str]:
-    """Start torchrun (2 ranks) on the store; SIGKILL the launcher and its ranks as soon as a checkpoint is
-    on the store without its manifest (an upload under way). Returns the partial checkpoints seen then."""
+    """Start torchrun (2 ranks) on the store; when a checkpoint is on the store without its manifest (an
+    upload under way), freeze the ranks (SIGSTOP), look again once requests in flight have landed, and SIGKILL
+    the launcher and ranks if it is still partial (else let them go on). Returns the partial checkpoints."""
     env = subprocess_env(server, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *args]
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -109,16 +117,22 @@ def _kill_mid_upload(server: S3Server, args: list[str]) -> list[str]:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             assert proc.poll() is None, "the run ended before a checkpoint upload could be caught"
-            partial = _partial_steps(prefix)
-            if partial and StoreCheckpoints(f"s3://{prefix}").committed():  # not the first save: resume has a base
+            if _caught_mid_upload(prefix):
                 ranks = descendants(proc.pid)
-                proc.send_signal(signal.SIGKILL)
                 for pid in ranks:
-                    os.kill(pid, signal.SIGKILL)
-                assert wait_gone(ranks) == set()
-                return partial
+                    os.kill(pid, signal.SIGSTOP)
+                time.sleep(0.5)  # what was sent before the freeze lands
+                partial = _caught_mid_upload(prefix)
+                if partial:
+                    proc.send_signal(signal.SIGKILL)
+                    for pid in ranks:
+                        os.kill(pid, signal.SIGKILL)
+                    assert wait_gone(ranks) == set()
+                    return partial
+                for pid in ranks:
+                    os.kill(pid, signal.SIGCONT)
             time.sleep(0.01)
-        raise AssertionError("no checkpoint upload seen in 240 s")
+        raise AssertionError("no checkpoint upload caught in 240 s")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -126,7 +140,7 @@ def _kill_mid_upload(server: S3Server, args: list[str]) -> list[str]:
 
 
 @pytest.mark.e2e
-def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(s3: S3Server, tmp_path: Path) -> None:
+def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
     """Two gloo ranks: killed while a checkpoint uploads, rerun with --resume: the uncommitted checkpoint is
     never loaded nor left behind, and the run ends with the losses and weights of an uninterrupted local run."""
     shards, tok, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs")
@@ -138,7 +152,7 @@ def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(s
     prefix = f"{BUCKET}/train/checkpoints"
     committed = StoreCheckpoints(f"s3://{prefix}").committed()
     print(f"killed mid-upload: partial {partial}, committed {committed}")
-    assert set(partial) & set(_partial_steps(prefix)), "the partial checkpoint should still be there before the rerun"
+    assert set(partial) <= set(_partial_steps(prefix)), "a killed upload leaves its partial checkpoint uncommitted"
     fs = fsspec.filesystem("s3", skip_instance_cache=True)
     for name in committed:  # every checkpoint a reader would take is whole: its manifest lists what is there
         listed = json.loads(fs.cat_file(f"{prefix}/{name}/{'checksums.json'}"))["files"]
