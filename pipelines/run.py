@@ -26,7 +26,7 @@ from common.lock import FolderUnavailable
 from common.names import checked_name
 from common.object_lock import acquire_output_lock
 from common.scratch import scratch_dir
-from common.storage import StorageError, as_path, check_store, is_remote
+from common.storage import StorageError, as_path, check_store, is_remote, same_place
 from curate.pipeline import build_curate_pipeline
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
 from pipelines.layout import RunLayout
@@ -209,7 +209,8 @@ def dedup_indexes(args: argparse.Namespace, recipe: Recipe, run_root: Path) -> t
     if args.no_dedup or not recipe.dedup.enabled:
         raise ConfigError("--dedup-against needs the dedup stages (drop --no-dedup, or set dedup.enabled: true)")
     for run_dir in args.dedup_against:
-        if as_path(run_dir).resolve() == run_root.resolve():
+        check_store(run_dir, "--dedup-against")  # an earlier run in a bucket: the bucket must answer
+        if same_place(run_dir, run_root):
             raise ConfigError(f"--dedup-against {run_dir}: that is this run's own directory")
     try:
         return earlier_indexes(args.dedup_against, recipe.dedup.config())
