@@ -35,6 +35,7 @@ from torch import nn
 from common.object_lock import acquire_output_lock
 from common.storage import check_store, filesystem, is_remote, join
 from common.transfer import download_folder, download_input, upload_files, upload_folder
+from mixtures.manifest import sha256_file
 from trainer.checkpoint import Checkpointer
 from trainer.checkpoint_trust import CHECKSUMS
 from trainer.distributed import DistInfo, rank0_verdict
@@ -42,17 +43,8 @@ from trainer.rerun import RUN_OUTPUTS, OutputInUse
 from trainer.train_config import TrainConfig
 
 _STEP = re.compile(r"^step_(\d{9})$")
-_CHUNK = 1 << 20
 RECORDS = ("metrics.jsonl", "run_config.json")  # copied to the store after each checkpoint; fetched to resume
 HF_MARKER = "config.json"  # written last: readers (the chain) take it as the sign of a complete export
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _gather(value: Any) -> list[Any]:
@@ -140,7 +132,7 @@ class StoreCheckpointer(Checkpointer):
         _barrier()
         url = join(self.store.url, final.name)
         upload_files(mine, url)
-        digests = {name: _sha256(path) for name, path in mine.items()}
+        digests = {name: sha256_file(path) for name, path in mine.items()}
         everyone = _gather(digests)  # also the barrier: every rank's upload is complete
         if rank == 0:
             files = {name: digest for part in everyone for name, digest in part.items()}

@@ -47,7 +47,6 @@ def _listing(prefix: str) -> list[str]:
     return sorted(fs.find(prefix))
 
 
-@pytest.mark.e2e
 def test_in_process_run_on_the_store_resumes_to_the_local_losses(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
     """One rank: the bucket's run, stopped and resumed from the bucket, is the local run bit for bit."""
     shards, tok, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs")
