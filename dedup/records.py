@@ -15,6 +15,7 @@ import contextlib
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import IO
 
 import numpy as np
 import xxhash
@@ -113,7 +114,7 @@ class RecordFile:
         digest = xxhash.xxh64()
         left = self.n_records
         rs = self.dtype.itemsize
-        with self.folder.open(self.path, "rb") as f:
+        with open_sized(self.folder, self.path, HEADER.size + self.n_records * rs + FOOTER.size) as f:
             f.seek(HEADER.size)
             while left:
                 n = min(left, block_records)
@@ -133,6 +134,12 @@ class RecordFile:
         return np.concatenate(parts) if parts else np.empty(0, dtype=self.dtype)
 
 
+def open_sized(folder: DataFolder, path: str, size: int) -> IO[bytes]:
+    """``folder.open(path, "rb")`` with its size already known: an object store's file then skips the request
+    that would look it up (s3fs's ``size=``); a local file needs none."""
+    return folder.open(path, "rb") if folder.is_local() else folder.open(path, "rb", size=size)
+
+
 def open_records(
     folder: DataFolder,
     path: str,
@@ -144,12 +151,13 @@ def open_records(
 ) -> RecordFile:
     """Validate header, footer and size of a record file; raise CorruptFileError naming it."""
     where = folder.resolve_paths(path)
-    if not folder.exists(path):
-        raise CorruptFileError(f"{where}: missing (was an earlier stage interrupted or a file deleted?)")
-    size = folder.size(path)
+    try:  # one request on an object store (exists, then size, then open's own look-up were three)
+        size = folder.size(path)
+    except FileNotFoundError:
+        raise CorruptFileError(f"{where}: missing (was an earlier stage interrupted or a file deleted?)") from None
     if size < HEADER.size + FOOTER.size:
         raise CorruptFileError(f"{where}: truncated ({size} bytes, smaller than header + footer)")
-    with folder.open(path, "rb") as f:
+    with open_sized(folder, path, size) as f:
         head = f.read(HEADER.size)
         f.seek(size - FOOTER.size)
         foot = f.read(FOOTER.size)
