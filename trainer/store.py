@@ -246,19 +246,20 @@ def staged(cfg: TrainConfig, info: DistInfo) -> Iterator[tuple[TrainConfig, Stor
         rank0_verdict(lambda: check_store_output(urls["out"], cfg.resume, cfg.overwrite), OutputInUse)
         lock = rank0_verdict(lambda: acquire_output_lock(urls["out"], "training run"), ValueError)
     try:
-        local: dict[str, Path] = {}
+        fetched: dict[str, str] = {}  # input -> its copy's path inside the scratch (a file or a folder)
 
         def fetch() -> None:
             shutil.rmtree(scratch, ignore_errors=True)  # the store is the truth: a previous staging is stale
             scratch.mkdir(parents=True)
             for name, url in urls.items():
                 if name != "out":
-                    local[name] = download_input(url, scratch / name)
+                    fetched[name] = str(download_input(url, scratch / name).relative_to(scratch))
             if "out" in urls and cfg.resume:  # the records the resumed run appends to
                 fetch_records(urls["out"], scratch / "out")
 
         on_each_node(info, fetch)
-        local = _gather(local)[0]  # rank 0's names (the same --scratch on every node): a file or a folder
+        # rank 0's names, inside this node's own scratch (each node may have its own --scratch)
+        local = {name: scratch / rel for name, rel in _gather(fetched)[0].items()}
         store = None
         if "out" in urls:
             if cfg.overwrite:

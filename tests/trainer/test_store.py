@@ -18,7 +18,7 @@ import torch
 
 from tests.support.cli import REPO
 from tests.support.processes import descendants, wait_gone
-from tests.support.s3_server import S3Server, s3, s3_server_session, subprocess_env  # noqa: F401
+from tests.support.s3_server import S3Server, free_port, s3, s3_server_session, subprocess_env  # noqa: F401
 from tests.support.trainer_inputs import read_jsonl, synthetic_run_inputs, torchrun
 from trainer.fsdp_train import TrainConfig, train
 from trainer.optim import OptimConfig
@@ -27,9 +27,9 @@ from trainer.store import StoreCheckpoints
 BUCKET = "trainer-store"
 
 
-def _upload_inputs(server: S3Server, root: Path) -> tuple[Path, Path, str, str]:
+def _upload_inputs(server: S3Server, root: Path, n_docs: int = 60) -> tuple[Path, Path, str, str]:
     """Synthetic shards and tokenizer, locally and in the bucket: (local shards, local tokenizer, URLs)."""
-    shards, tok = synthetic_run_inputs(root, vocab=96, n_docs=60, seq_len=32)
+    shards, tok = synthetic_run_inputs(root, vocab=96, n_docs=n_docs, seq_len=32)
     server.make_bucket(BUCKET)
     fs = fsspec.filesystem("s3", skip_instance_cache=True)
     fs.put(str(shards) + "/", f"{BUCKET}/mix/", recursive=True)
@@ -140,9 +140,11 @@ def _kill_mid_upload(server: S3Server, args: list[str]) -> list[str]:
 
 @pytest.mark.e2e
 def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
-    """Two gloo ranks: killed while a checkpoint uploads, rerun with --resume: the uncommitted checkpoint is
-    never loaded nor left behind, and the run ends with the losses and weights of an uninterrupted local run."""
-    shards, tok, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs")
+    """Two gloo ranks: killed while a checkpoint uploads, rerun with --resume as two nodes that share no disk:
+    the uncommitted checkpoint is never loaded nor left behind, and the run ends with the losses and weights of
+    an uninterrupted local run."""
+    # an epoch of ~50 steps, a checkpoint each: uploads enough for the kill to land inside one
+    shards, tok, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs", n_docs=200)
     scratch = tmp_path / "scratch"
     torchrun(_args(str(shards), str(tok), str(tmp_path / "local"), scratch, "--checkpoint-every", "2"))
     straight = {r["step"]: r["loss"] for r in read_jsonl(tmp_path / "local/metrics.jsonl") if "loss" in r}
@@ -156,18 +158,35 @@ def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(s
     for name in committed:  # every checkpoint a reader would take is whole: its manifest lists what is there
         listed = json.loads(fs.cat_file(f"{prefix}/{name}/{'checksums.json'}"))["files"]
         assert sorted(listed) == sorted(Path(p).name for p in fs.find(f"{prefix}/{name}") if "checksums" not in p)
-    env_out = subprocess_env(s3, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    rerun = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         *_args(shards_url, tok_url, out, scratch, "--checkpoint-every", "1", "--resume")],
-        cwd=REPO, env=env_out, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert f"resumed from {scratch}" in rerun.stdout and committed[-1] in rerun.stdout, rerun.stdout[-3000:]
+    # the rerun: the same 2 ranks as two "nodes" (one rank each) that share no folder: each its own scratch
+    # and TMPDIR, so each node fetches the inputs and the checkpoint itself and uploads what its rank wrote
+    port = str(free_port())
+    nodes = []
+    for node in (0, 1):
+        (tmp_path / f"node{node}").mkdir()
+        env = subprocess_env(s3, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", TMPDIR=str(tmp_path / f"node{node}"))
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes=2",
+            f"--node_rank={node}",
+            "--nproc_per_node=1",
+            "--master_addr=127.0.0.1",
+            f"--master_port={port}",
+            *_args(shards_url, tok_url, out, tmp_path / f"scratch{node}", "--checkpoint-every", "1", "--resume"),
+        ]
+        nodes.append(subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))  # fmt: skip
+    outputs = [node.communicate(timeout=300) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs[0][1][-3000:] + outputs[1][1][-3000:]
+    assert f"resumed from {tmp_path / 'scratch0'}" in outputs[0][0] and committed[-1] in outputs[0][0]
+    for node in (0, 1):  # each node's staging went with the run
+        assert list((tmp_path / f"scratch{node}").iterdir()) == []
     assert _partial_steps(prefix) == []  # the next save removed what the killed one left
     records = [json.loads(line) for line in fs.cat_file(f"{BUCKET}/train/metrics.jsonl").decode().splitlines()]
     losses = {r["step"]: r["loss"] for r in records if "loss" in r}
-    assert losses == straight and len(straight) == 16
+    assert losses == straight and len(straight) >= 40
     from safetensors.torch import load
 
     ours = load(fs.cat_file(f"{BUCKET}/train/hf/model.safetensors"))
