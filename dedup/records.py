@@ -21,6 +21,7 @@ import numpy as np
 import xxhash
 from datatrove.io import DataFolder
 
+from common.storage import BUCKETED
 from dedup.config import FORMAT_VERSION
 
 MAGIC = b"CC2MDDUP"
@@ -48,14 +49,26 @@ class Header:
         )
 
 
+def streams_to_final_key(folder: DataFolder) -> bool:
+    """Whether ``folder`` is on a bucketed object store, whose files (fsspec's buffered uploads) appear only
+    once their upload completes and can be discarded before."""
+    protocols = folder.fs.protocol
+    return bool(({protocols} if isinstance(protocols, str) else set(protocols)) & BUCKETED)
+
+
 class RecordWriter:
-    """Streams numpy records to ``path + '.tmp'``; ``commit`` seals and renames, ``abort`` deletes."""
+    """Streams numpy records to ``path + '.tmp'``; ``commit`` seals and renames, ``abort`` deletes.
+
+    On an object store (no rename: a "move" is a copy, a delete and four look-ups) the records stream to the
+    final key itself: the object becomes visible only when ``commit`` completes its upload, and ``abort``
+    discards the upload, so a reader still never sees a partial file."""
 
     def __init__(self, folder: DataFolder, path: str, header: Header) -> None:
         self.folder = folder
         self.path = path
         self.header = header
-        self.tmp = path + TMP_SUFFIX
+        self.direct = streams_to_final_key(folder)
+        self.tmp = path if self.direct else path + TMP_SUFFIX
         self._file = folder.open(self.tmp, "wb")
         self._file.write(header.pack())
         self._hash = xxhash.xxh64()
@@ -74,10 +87,16 @@ class RecordWriter:
     def commit(self, extra: int = 0) -> None:
         self._file.write(FOOTER.pack(self.n_records, extra, self._hash.intdigest(), END_MAGIC))
         self._file.close()
-        self.folder.mv(self.tmp, self.path)
+        if not self.direct:
+            self.folder.mv(self.tmp, self.path)
         self.committed = True
 
     def abort(self) -> None:
+        if self.direct:  # the upload never completes: nothing was, or becomes, visible
+            with contextlib.suppress(Exception):
+                self._file.discard()
+            self._file.closed = True  # not committed later by the file's own close (its __del__)
+            return
         with contextlib.suppress(Exception):
             self._file.close()
         with contextlib.suppress(FileNotFoundError):
