@@ -169,7 +169,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
     engine = _build_engine(cfg, info, data)
     keep = cfg.keep_checkpoints
     ckpt = Checkpointer(out / "checkpoints", keep) if store is None else store.checkpointer(keep)
-    meta = _run_meta(cfg, data)
+    meta = _run_meta(cfg, data) if store is None else store.name_origins(_run_meta(cfg, data))
     guard = _spike_guard(cfg)
     loss_scales = injected_loss_scales()
     evaluator = _task_evaluator(cfg, info, data, tasks)

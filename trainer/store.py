@@ -201,8 +201,22 @@ def clear_store_outputs(url: str) -> None:
 class StoreRun:
     """A run whose `--out` (and possibly inputs) live on a store: the local staging and the copies back."""
 
-    def __init__(self, url: str, local: Path, info: DistInfo) -> None:
-        self.url, self.local, self.info = url, local, info
+    def __init__(self, url: str, local: Path, info: DistInfo, origins: dict[str, tuple[Path, str]]) -> None:
+        """`origins`: each staged flag's local copy and the URL it came from (--out's included)."""
+        self.url, self.local, self.info, self.origins = url, local, info, origins
+
+    def name_origins(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """The run's record (run_config.json, trainer_state.json) naming the URLs, not the scratch copies that
+        go with the run: a checkpoint exported on its own later finds its tokenizer on the store."""
+        flags = dict(meta.get("train_config", {}))
+        for name, (_, url) in self.origins.items():
+            flags[name] = url
+        tokenizer = dict(meta.get("tokenizer", {}))
+        if "tokenizer" in self.origins and tokenizer.get("path"):
+            copy, url = self.origins["tokenizer"]
+            inside = Path(tokenizer["path"]).relative_to(copy.resolve()) if copy.is_dir() else None
+            tokenizer["path"] = join(url, inside.as_posix()) if inside is not None else url
+        return {**meta, "train_config": flags, "tokenizer": tokenizer}
 
     def checkpointer(self, keep: int) -> StoreCheckpointer:
         return StoreCheckpointer(self.local / "checkpoints", keep, join(self.url, "checkpoints"), self.info)
@@ -265,7 +279,8 @@ def staged(cfg: TrainConfig, info: DistInfo) -> Iterator[tuple[TrainConfig, Stor
             if cfg.overwrite:
                 rank0_verdict(lambda: clear_store_outputs(urls["out"]), OSError)
             local["out"] = scratch / "out"
-            store = StoreRun(urls["out"], local["out"], info)
+            origins = {name: (local[name], url) for name, url in urls.items()}
+            store = StoreRun(urls["out"], local["out"], info, origins)
         yield replace(cfg, **local, resume=cfg.resume, overwrite=False), store
     finally:
         _barrier()

@@ -70,6 +70,9 @@ def test_in_process_run_on_the_store_resumes_to_the_local_losses(s3: S3Server, t
     logged = [json.loads(line)["step"] for line in fs.cat_file(f"{BUCKET}/train/metrics.jsonl").decode().splitlines()]
     assert [s for s in logged] == sorted(set(logged))  # each step once, after the resume
     assert list(scratch.iterdir()) == []  # the staging folder went with the run
+    record = json.loads(fs.cat_file(f"{BUCKET}/train/run_config.json"))  # names the URLs, not scratch copies
+    assert record["tokenizer"]["path"] == tok_url and record["train_config"]["shards"] == shards_url
+    assert record["train_config"]["out"] == out
 
 
 def test_store_outputs_and_inputs_are_checked_before_training(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
