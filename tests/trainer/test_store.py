@@ -16,6 +16,7 @@ import fsspec
 import pytest
 import torch
 
+from common.object_lock import ObjectLock
 from tests.support.cli import REPO
 from tests.support.processes import descendants, wait_gone
 from tests.support.s3_server import S3Server, free_port, s3, s3_server_session, subprocess_env  # noqa: F401
@@ -87,6 +88,10 @@ def test_store_outputs_and_inputs_are_checked_before_training(s3: S3Server, tmp_
     with pytest.raises(ValueError, match="holds a training run .*--resume"):
         train(_cfg(shards_url, tok_url, f"s3://{BUCKET}/old", scratch))
     assert _listing(f"{BUCKET}/old") == [f"{BUCKET}/old/metrics.jsonl"]  # refused: nothing written
+    with ObjectLock(f"s3://{BUCKET}/busy", "training run"):  # another run writes there
+        with pytest.raises(ValueError, match="training run"):
+            train(_cfg(shards_url, tok_url, f"s3://{BUCKET}/busy", scratch))
+    assert _listing(f"{BUCKET}/busy") == []  # its lock released, and nothing written by the refused run
     assert not (tmp_path / "local").exists()
 
 
