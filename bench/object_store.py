@@ -1,4 +1,4 @@
-"""Curation into an S3 bucket against curation onto local disk, same input, side by side.
+"""Curation and mixture build into an S3 bucket against the same onto local disk, same input, side by side.
 
     python -m bench.object_store [--repeats 3] [--warcs WARC ...]
 
@@ -9,6 +9,11 @@ wall time of each, the throughput ratio (S3 / local documents per second; goal >
 the run sent to the store, by HTTP method, per document read (the server's request log). moto keeps
 objects in memory on this machine, so the ratio measures the client side (staging, uploads, listings,
 the per-request round trips), not a real store's latency or bandwidth.
+
+Then the chain's mixture step (``pipelines.chain``: one epoch of the run's kept documents, with a tokenizer
+trained once beforehand, untimed): built from the local run into a local folder, against built from the
+bucket's run into the bucket (``pipelines/chain_store.py``: the documents fetched into a scratch folder, the
+shards and manifest uploaded, manifest last), ``--repeats`` times each, with its requests per document.
 """
 
 from __future__ import annotations
@@ -45,11 +50,48 @@ def run_once(server: S3Server, out: str, warcs: list[str], scratch: str) -> tupl
     return seconds, int(found.group(1).replace(",", "")) if found else 0
 
 
+def mixture_once(run_dir: Path, tok: Path, out: Path) -> float:
+    """Wall seconds of the chain's mixture step from ``run_dir`` (local, or a store URL) into ``out`` (its
+    twin on the store when ``run_dir`` is one: the chain's staging)."""
+    from common.storage import is_remote
+    from mixtures.build import build_mixture
+    from pipelines.chain import ChainConfig, mixture_spec
+    from pipelines.chain_store import staging
+
+    config = ChainConfig()
+    start = time.perf_counter()
+    if not is_remote(run_dir):
+        build_mixture(mixture_spec(run_dir, tok, config), out, overwrite=True, progress=False)
+        return time.perf_counter() - start
+    with staging(run_dir) as staged:
+        build_mixture(mixture_spec(staged.documents(), tok, config), staged.folder(out.name), progress=False)
+        staged.publish(out.name, "manifest.json")
+    return time.perf_counter() - start
+
+
 def requests(log: Path, start: int) -> Counter:
     """Requests by method in the server's log after byte offset ``start``."""
     with log.open("rb") as f:
         f.seek(start)
         return Counter(REQUEST.findall(f.read().decode("utf-8", "replace")))
+
+
+def mixture_side_by_side(server: S3Server, log: Path, tmp: Path, repeats: int) -> tuple[list, list, Counter]:
+    """The mixture step from the last curation runs (local and bucket), alternately; its requests per run."""
+    from common.storage import as_path
+    from tokenizer.train import train_tokenizer
+
+    local_run, remote_run = tmp / f"local-{repeats - 1}" / "bench", as_path(f"s3://bench/run-{repeats - 1}/bench")
+    tok = tmp / "tokenizer"
+    train_tokenizer([str(local_run)], tok, vocab_size=4096, progress=False)
+    local, remote, sent = [], [], Counter()
+    for i in range(repeats):
+        local.append(mixture_once(local_run, tok, tmp / f"mixture-{i}"))
+        offset = log.stat().st_size
+        remote.append(mixture_once(remote_run, tok, Path(f"mixture-{i}")))
+        time.sleep(0.5)
+        sent = requests(log, offset)
+    return local, remote, sent
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -73,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
                     remote.append(seconds)
                     time.sleep(0.5)  # the server's last log lines
                     per_run.append(requests(log, offset))
+                mix_local, mix_remote, mix_sent = mixture_side_by_side(server, log, Path(tmp), args.repeats)
         finally:
             server.stop()
     ratio = median(local) / median(remote)
@@ -87,6 +130,13 @@ def main(argv: list[str] | None = None) -> None:
     total = sum(sent.values())
     methods = ", ".join(f"{m} {n}" for m, n in sent.most_common())
     print(f"requests to the store per run: {total} ({methods}); {total / max(docs, 1):.2f} per document read")
+    print(f"\nmixture build (one epoch of the kept documents): {args.repeats} repeats")
+    for name, times in (("local", mix_local), ("s3 (moto)", mix_remote)):
+        print(f"{name:10} {median(times):>16.2f} s   {', '.join(f'{t:.2f}' for t in times)}")
+    print(f"mixture ratio s3 / local: {median(mix_local) / median(mix_remote):.2f}x (goal >= 0.9x)")
+    total = sum(mix_sent.values())
+    methods = ", ".join(f"{m} {n}" for m, n in mix_sent.most_common())
+    print(f"mixture requests to the store per build: {total} ({methods})")
 
 
 if __name__ == "__main__":

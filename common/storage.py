@@ -72,6 +72,13 @@ def join(base: str | os.PathLike[str], *parts: str) -> str:
     return f"{text}/{rest}" if rest else text
 
 
+def same_place(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two paths / URLs name the same folder (local ones resolved, URLs compared as written)."""
+    if is_remote(a) or is_remote(b):
+        return str(a).rstrip("/") == str(b).rstrip("/")
+    return Path(local_path(a)).resolve() == Path(local_path(b)).resolve()
+
+
 def filesystem(path: str | os.PathLike[str], **options: Any) -> tuple[fsspec.AbstractFileSystem, str]:
     """The fsspec file system of ``path`` and the path inside it (credentials from the usual variables)."""
     return fsspec.core.url_to_fs(str(path), **options)

@@ -34,7 +34,8 @@ _SIG_NAME = re.compile(r"(\d{5})\.sig")
 def band_signature_files(folder: DataFolder, band: int, fingerprint: int) -> list[RecordFile]:
     """The band's signature files, validated as a complete set from one run of the signature stage."""
     sub = f"band_{band:02d}"
-    names = folder.list_files(sub, recursive=False, glob_pattern="*.sig") if folder.exists(sub) else []
+    # one listing (a glob, and an existence check first, are several requests each on an object store)
+    names = sorted(name for name in folder.find(sub, maxdepth=1) if name.endswith(".sig"))
     if not names:
         raise CorruptFileError(f"{folder.resolve_paths(sub)}: no signature files (run the signatures first)")
     files = []

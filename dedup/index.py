@@ -32,6 +32,7 @@ from datatrove.pipeline.base import PipelineStep
 from datatrove.utils.logging import logger
 
 from common.documents import DOCUMENT_GLOB
+from common.storage import is_remote, join
 from dedup.buckets import band_signature_files
 from dedup.clusters import CLUSTER_TABLE, DedupClusters
 from dedup.config import DedupConfig
@@ -151,7 +152,8 @@ def earlier_indexes(run_dirs: Iterable[str | Path], config: DedupConfig) -> tupl
     ``check_index``; a bad one is a ``CorruptFileError`` naming its run directory."""
     indexes = []
     for run_dir in run_dirs:
-        index = Path(run_dir).resolve() / "minhash" / "index"
+        # a bucket URL stays a URL (datatrove's DataFolder reads it); a local path is made absolute
+        index = join(run_dir if is_remote(run_dir) else Path(run_dir).resolve(), "minhash", "index")
         try:
             check_index(index, config)
         except CorruptFileError as err:

@@ -15,11 +15,13 @@ import contextlib
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import IO
 
 import numpy as np
 import xxhash
 from datatrove.io import DataFolder
 
+from common.storage import BUCKETED
 from dedup.config import FORMAT_VERSION
 
 MAGIC = b"CC2MDDUP"
@@ -47,14 +49,26 @@ class Header:
         )
 
 
+def streams_to_final_key(folder: DataFolder) -> bool:
+    """Whether ``folder`` is on a bucketed object store, whose files (fsspec's buffered uploads) appear only
+    once their upload completes and can be discarded before."""
+    protocols = folder.fs.protocol
+    return bool(({protocols} if isinstance(protocols, str) else set(protocols)) & BUCKETED)
+
+
 class RecordWriter:
-    """Streams numpy records to ``path + '.tmp'``; ``commit`` seals and renames, ``abort`` deletes."""
+    """Streams numpy records to ``path + '.tmp'``; ``commit`` seals and renames, ``abort`` deletes.
+
+    On an object store (no rename: a "move" is a copy, a delete and four look-ups) the records stream to the
+    final key itself: the object becomes visible only when ``commit`` completes its upload, and ``abort``
+    discards the upload, so a reader still never sees a partial file."""
 
     def __init__(self, folder: DataFolder, path: str, header: Header) -> None:
         self.folder = folder
         self.path = path
         self.header = header
-        self.tmp = path + TMP_SUFFIX
+        self.direct = streams_to_final_key(folder)
+        self.tmp = path if self.direct else path + TMP_SUFFIX
         self._file = folder.open(self.tmp, "wb")
         self._file.write(header.pack())
         self._hash = xxhash.xxh64()
@@ -73,10 +87,16 @@ class RecordWriter:
     def commit(self, extra: int = 0) -> None:
         self._file.write(FOOTER.pack(self.n_records, extra, self._hash.intdigest(), END_MAGIC))
         self._file.close()
-        self.folder.mv(self.tmp, self.path)
+        if not self.direct:
+            self.folder.mv(self.tmp, self.path)
         self.committed = True
 
     def abort(self) -> None:
+        if self.direct:  # the upload never completes: nothing was, or becomes, visible
+            with contextlib.suppress(Exception):
+                self._file.discard()
+            self._file.closed = True  # not committed later by the file's own close (its __del__)
+            return
         with contextlib.suppress(Exception):
             self._file.close()
         with contextlib.suppress(FileNotFoundError):
@@ -113,7 +133,7 @@ class RecordFile:
         digest = xxhash.xxh64()
         left = self.n_records
         rs = self.dtype.itemsize
-        with self.folder.open(self.path, "rb") as f:
+        with open_sized(self.folder, self.path, HEADER.size + self.n_records * rs + FOOTER.size) as f:
             f.seek(HEADER.size)
             while left:
                 n = min(left, block_records)
@@ -133,6 +153,12 @@ class RecordFile:
         return np.concatenate(parts) if parts else np.empty(0, dtype=self.dtype)
 
 
+def open_sized(folder: DataFolder, path: str, size: int) -> IO[bytes]:
+    """``folder.open(path, "rb")`` with its size already known: an object store's file then skips the request
+    that would look it up (s3fs's ``size=``); a local file needs none."""
+    return folder.open(path, "rb") if folder.is_local() else folder.open(path, "rb", size=size)
+
+
 def open_records(
     folder: DataFolder,
     path: str,
@@ -144,12 +170,13 @@ def open_records(
 ) -> RecordFile:
     """Validate header, footer and size of a record file; raise CorruptFileError naming it."""
     where = folder.resolve_paths(path)
-    if not folder.exists(path):
-        raise CorruptFileError(f"{where}: missing (was an earlier stage interrupted or a file deleted?)")
-    size = folder.size(path)
+    try:  # one request on an object store (exists, then size, then open's own look-up were three)
+        size = folder.size(path)
+    except FileNotFoundError:
+        raise CorruptFileError(f"{where}: missing (was an earlier stage interrupted or a file deleted?)") from None
     if size < HEADER.size + FOOTER.size:
         raise CorruptFileError(f"{where}: truncated ({size} bytes, smaller than header + footer)")
-    with folder.open(path, "rb") as f:
+    with open_sized(folder, path, size) as f:
         head = f.read(HEADER.size)
         f.seek(size - FOOTER.size)
         foot = f.read(FOOTER.size)

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from common.atomic import atomic_write_text
 from common.lifetime import die_with_parent
+from common.storage import as_path, is_remote
 from mixtures.spec import EPOCH
+from pipelines.chain_store import StoreStaging, staging
 from pipelines.errors import ExecutorError
 
 if TYPE_CHECKING:
@@ -141,6 +143,21 @@ def run_chain(
     the trained model's final evaluation (``evals.final``; ``evals``: its ``blimp=`` file)."""
     config = config or ChainConfig()
     check_chain_record(run_dir, config)
+    if not is_remote(run_dir):
+        return _run_chain(run_dir, config, ray, train, None, **evals)
+    if config.sft is not None:
+        raise ExecutorError("--sft with an --out URL is not supported yet: fine-tune from a local run directory")
+    if ray is not None:  # the tokenizer and mixture read a local copy of the documents: on the driver
+        print("chain: the run directory is a store URL: tokenizer and mixture run on the driver, not as Ray work")
+    with staging(run_dir) as staged:
+        return _run_chain(run_dir, config, None, train, staged, **evals)
+
+
+def _run_chain(
+    run_dir: Path, config: ChainConfig, ray: RayOptions | None, train: bool, staged: StoreStaging | None, **evals: Any
+) -> dict[str, Any]:
+    """The chain's steps; with `staged` (a store run) the tokenizer and mixture work on local copies
+    (pipelines/chain_store.py) and the trainer on the store's URLs (trainer/store.py)."""
     if ray is None:
         from mixtures.build import build_mixture
         from tokenizer.train import train_tokenizer
@@ -150,19 +167,31 @@ def run_chain(
         chain = RayChain(ray)
         train_tokenizer, build_mixture = chain.train_tokenizer, chain.build_mixture
     tok_dir, mix_dir, train_dir = run_dir / "tokenizer", run_dir / "mixture", run_dir / "train"
+    # where each step reads and writes: the run's folders, or their local twins for a store run
+    tok_work = staged.folder("tokenizer") if staged else tok_dir
+    mix_work = staged.folder("mixture") if staged else mix_dir
+    documents = staged.documents if staged else lambda: run_dir
     if not (tok_dir / "tokenizer.json").is_file():
         print(f"\n== tokenizer: byte-level BPE, vocab {config.vocab_size} -> {tok_dir}", flush=True)
-        trained = train_tokenizer([str(run_dir)], tok_dir, vocab_size=config.vocab_size)
+        trained = train_tokenizer([str(documents())], tok_work, vocab_size=config.vocab_size)
         if trained.shortfall():
             print(trained.shortfall(), flush=True)
+        if staged:
+            staged.publish("tokenizer", "tokenizer.json")
     if not (mix_dir / "manifest.json").is_file():
         print(f"\n== mixture: one epoch of {run_dir.name}'s documents -> {mix_dir}", flush=True)
-        manifest = build_mixture(mixture_spec(run_dir, tok_dir, config), mix_dir, overwrite=True)
+        if staged:
+            staged.fetch("tokenizer")
+        manifest = build_mixture(mixture_spec(documents(), tok_work, config), mix_work, overwrite=True)
         print(f"mixture: {manifest.total_tokens} tokens of {manifest.sources[run_dir.name].documents} documents")
+        if staged:
+            staged.publish("mixture", "manifest.json")
+    if staged:
+        staged.fetch("mixture")
     if train and not (train_dir / "hf" / "config.json").is_file():
         from mixtures.manifest import read_manifest
 
-        holdout = held_out_files(read_manifest(mix_dir, verify=False), config)
+        holdout = held_out_files(read_manifest(mix_work, verify=False), config)
         print(f"\n== train: {config.model} model, one epoch, torchrun x{config.nproc} -> {train_dir}", flush=True)
         command = [
             sys.executable, "-m", "trainer.launch", "--standalone", f"--nproc_per_node={config.nproc}",
@@ -186,9 +215,12 @@ def run_chain(
     if train and config.sft is not None:
         result["sft"] = run_sft(train_dir / "hf", Path(config.sft), run_dir / "sft", config)
     if train:
-        from evals.final import evaluate_chain
+        from evals.final import EVAL_JSON, evaluate_chain
 
-        result["evaluation"] = evaluate_chain(train_dir, mix_dir, **evals)
+        train_work = staged.fetch_training("train") if staged else train_dir
+        result["evaluation"] = evaluate_chain(train_work, mix_work, **evals)
+        if staged:
+            staged.publish_evaluation("train", EVAL_JSON)
     return result
 
 
@@ -216,7 +248,7 @@ def run_sft(base: Path, data: Path, out: Path, config: ChainConfig) -> dict[str,
 
 
 def print_chain(result: dict[str, Any]) -> None:
-    metrics = Path(result["metrics"])
+    metrics = as_path(result["metrics"])
     rows = map(json.loads, metrics.read_text().splitlines()) if metrics.is_file() else []
     losses = [row["loss"] for row in rows if "loss" in row]
     print(f"tokenizer: {result['tokenizer']}")

@@ -26,7 +26,7 @@ from common.lock import FolderUnavailable
 from common.names import checked_name
 from common.object_lock import acquire_output_lock
 from common.scratch import scratch_dir
-from common.storage import StorageError, as_path, check_store, is_remote
+from common.storage import StorageError, as_path, check_store, is_remote, same_place
 from curate.pipeline import build_curate_pipeline
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
 from pipelines.layout import RunLayout
@@ -215,7 +215,8 @@ def dedup_indexes(args: argparse.Namespace, recipe: Recipe, run_root: Path) -> t
     if args.no_dedup or not recipe.dedup.enabled:
         raise ConfigError("--dedup-against needs the dedup stages (drop --no-dedup, or set dedup.enabled: true)")
     for run_dir in args.dedup_against:
-        if as_path(run_dir).resolve() == run_root.resolve():
+        check_store(run_dir, "--dedup-against")  # an earlier run in a bucket: the bucket must answer
+        if same_place(run_dir, run_root):
             raise ConfigError(f"--dedup-against {run_dir}: that is this run's own directory")
     try:
         return earlier_indexes(args.dedup_against, recipe.dedup.config())
@@ -299,8 +300,8 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
         knobs = chain_knobs(args)
         check_store(args.out)
         out = as_path(args.out)
-        if knobs is not None and is_remote(out):
-            raise ConfigError("--train with an --out URL is not supported yet: curate to the store, or train locally")
+        if knobs is not None and knobs.sft is not None and is_remote(out):
+            raise ConfigError("--sft with an --out URL is not supported yet: fine-tune from a local run directory")
         if args.executor == "slurm" and is_remote(out):
             raise ConfigError("--executor slurm with an --out URL is not supported yet: use a shared file system path")
         against = dedup_indexes(args, recipe, out / source.dump)

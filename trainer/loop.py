@@ -37,6 +37,7 @@ from trainer.prepare import PreparedData, prepare_data
 from trainer.profiling import StepProfiler, oom_snapshot
 from trainer.rerun import OutputInUse, check_output, clear_outputs
 from trainer.stability import SpikeConfig, SpikeGuard, injected_loss_scales
+from trainer.store import StoreRun, staged
 from trainer.train_config import TrainConfig, flat_record
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,8 @@ def train(cfg: TrainConfig) -> TrainResult:
     """Run (or resume) the epoch; collective over the current torchrun job, or one rank in-process."""
     info = init_distributed(cfg.device, ParallelDims.of(cfg))
     try:
-        return _train(cfg, info)
+        with staged(cfg, info) as (local_cfg, store):  # URL inputs/outputs: local copies (trainer/store.py)
+            return _train(local_cfg, info, store)
     finally:
         shutdown(info)
 
@@ -142,14 +144,15 @@ def _saved_state(checkpoint: Path) -> dict[str, Any]:
     return json.loads((checkpoint / TRAINER_STATE).read_text())
 
 
-def _train(cfg: TrainConfig, info: DistInfo) -> TrainResult:
+def _train(cfg: TrainConfig, info: DistInfo, store: StoreRun | None) -> TrainResult:
     _setup_logging(info)
     with oom_snapshot(cfg.oom_snapshot, Path(cfg.out), info.rank, info.device), ExitStack() as held:
-        return _run(cfg, info, held)
+        return _run(cfg, info, held, store)
 
 
-def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
-    """The run; `held` releases what it takes (the `--out` lock) when the run ends, even in-process."""
+def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | None) -> TrainResult:
+    """The run; `held` releases what it takes (the `--out` lock) when the run ends, even in-process. With
+    `store`, `cfg.out` is its local staging: checkpoints, records and the export are copied to the store."""
     if cfg.init_optimizer and cfg.init_from is None:
         raise ValueError("--init-optimizer needs --init-from")
     cfg.check()
@@ -174,8 +177,9 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
             log.info("--overwrite: removed the previous run's %s from %s", ", ".join(removed), out)
     plan, loader = data.plan, data.loader
     engine = _build_engine(cfg, info, data)
-    ckpt = Checkpointer(out / "checkpoints", cfg.keep_checkpoints)
-    meta = _run_meta(cfg, data)
+    keep = cfg.keep_checkpoints
+    ckpt = Checkpointer(out / "checkpoints", keep) if store is None else store.checkpointer(keep)
+    meta = _run_meta(cfg, data) if store is None else store.name_origins(_run_meta(cfg, data))
     guard = _spike_guard(cfg)
     loss_scales = injected_loss_scales()
     evaluator = _task_evaluator(cfg, info, data, tasks)
@@ -183,6 +187,8 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
     def save(step: int) -> None:
         saved = {**meta, "spike_guard": guard.state_dict()} if guard is not None else meta
         ckpt.save(step, engine.model, engine.optimizer, engine.scheduler, loader.state_dict(), saved)
+        if store is not None:
+            store.publish_records()
 
     def load(path: Path) -> dict[str, Any]:
         state = ckpt.load(path, engine.model, engine.optimizer, engine.scheduler, loader.state_dict())
@@ -298,4 +304,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack) -> TrainResult:
     metrics.close()
     if indices is not None:
         indices.close()
+    if store is not None:
+        store.publish_records()
+        store.publish_export(hf_dir)
     return TrainResult(step, plan.steps, losses, val_losses, ckpt.latest(), hf_dir)

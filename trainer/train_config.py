@@ -17,6 +17,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from common.storage import is_remote, local_path
 from trainer.config import MAX_SEQ_LEN, BalanceKind, GateKind
 from trainer.optim import OptimConfig
 from trainer.parallelize import ACMode
@@ -31,7 +32,7 @@ ScheduleSpan = Literal["epoch", "max_steps"]
 class TrainConfig:
     """Everything a run needs; the CLI flags are these fields (with `optim`'s spelled out)."""
 
-    shards: Path
+    shards: Path  # these three and val_shards: a local path, or an fsspec URL kept as a str (trainer/store.py)
     tokenizer: Path
     out: Path
     model: str = "tiny"  # a preset name or a model YAML (ModelConfig fields)
@@ -92,6 +93,7 @@ class TrainConfig:
     save_data_indices: bool = False
     profile_steps: str | None = None  # "A:B": Chrome traces of steps A..B per rank (trainer.profiling)
     oom_snapshot: bool = False
+    scratch: Path | None = None  # a node-local folder for the copies of URL inputs and outputs (trainer/store.py)
     verify_shards: bool = True
     # How the ranks split the work (trainer/mesh.py): their product is the world size.
     dp_replicate: int = 1  # HSDP: model replicas (e.g. one per node), all-reduced
@@ -218,6 +220,8 @@ HELP: dict[str, str] = {
     "profile_steps": "A:B: torch.profiler Chrome trace of optimizer steps A..B (1-based), one per rank, "
     "with shapes and memory, in OUT/profile/",
     "oom_snapshot": "CUDA: record allocator history; dump OUT/profile/oom_rankR.pickle when a step runs out of memory",
+    "scratch": "node-local folder where URL --shards/--tokenizer/--out are staged (default: the system temp dir); "
+    "removed at the end",
     "verify_shards": "check every shard file's sha256 against the manifest before training",
     "dp_replicate": "HSDP: model replicas (e.g. one per node), all-reduced",
     "dp_shard": "FSDP shards per replica (-1: the ranks the other degrees leave)",
@@ -255,11 +259,18 @@ def _flag_fields() -> list[tuple[str, Any, Any]]:
     return out
 
 
+def path_or_url(text: str) -> Path | str:
+    """A path flag's value: a ``pathlib.Path``, or the URL itself for a store (``s3://...``)."""
+    return text if is_remote(text) else Path(local_path(text))
+
+
 def _add_flag(parser: argparse.ArgumentParser, name: str, hint: Any, default: Any) -> None:
     flag = "--" + name.replace("_", "-")
     kw: dict[str, Any] = {"help": HELP[name]}
     if typing.get_origin(hint) in (typing.Union, types.UnionType):  # X | None: optional, type X
         hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    if hint is Path:  # an fsspec URL stays a string: pathlib would fold s3://b/k into the local s3:/b/k
+        hint = path_or_url
     if default is MISSING:
         parser.add_argument(flag, type=hint, required=True, default=argparse.SUPPRESS, **kw)
     elif hint is bool:

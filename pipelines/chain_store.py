@@ -1,0 +1,79 @@
+"""The chain on a run directory that is a store URL: the steps that need a disk work in a local staging folder.
+
+The tokenizer and the mixture builder read parquet files and write folders on a local disk; for an ``s3://``
+run they read a copy of the run's kept documents (``deduped/`` or ``curated/``, fetched once into the node's
+scratch) and their outputs are uploaded to the run's URL, their marker last (``tokenizer.json``,
+``manifest.json``), so a rerun that finds the marker skips the step and one that does not redoes it. The
+trainer reads and writes the store itself (``trainer/store.py``); its export is fetched back for the final
+evaluation, whose ``eval.json`` goes to the store next to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from common.atomic import atomic_write_bytes
+from common.run_dir import kept_documents_dir
+from common.transfer import download_folder, upload_folder
+from pipelines.errors import ExecutorError
+
+TRAIN_RECORDS = ("run_config.json", "metrics.jsonl", "eval.json")  # what the final evaluation reads and caches
+
+
+class StoreStaging:
+    """Local copies of a store run's folders, in a temp folder removed at the end (``staging()``)."""
+
+    def __init__(self, run_dir: Path, local: Path) -> None:
+        self.run_dir, self.local = run_dir, local
+        self._documents: Path | None = None
+
+    def folder(self, name: str) -> Path:
+        """The local twin of ``run_dir/name`` (not fetched)."""
+        return self.local / name
+
+    def documents(self) -> Path:
+        """A local run folder holding a copy of the run's kept documents (fetched on first use)."""
+        if self._documents is None:
+            kept = kept_documents_dir(self.run_dir)
+            if kept is None:
+                raise ExecutorError(
+                    f"{self.run_dir} holds no documents to train on (no parquet in deduped/ or curated/)"
+                )
+            docs = self.local / "documents" / self.run_dir.name  # the run's name: the mixture's source name
+            download_folder(str(kept), docs / kept.name)
+            self._documents = docs
+        return self._documents
+
+    def fetch(self, name: str) -> Path:
+        """``run_dir/name`` copied down (once) to its local twin."""
+        local = self.folder(name)
+        if not local.is_dir():
+            download_folder(str(self.run_dir / name), local)
+        return local
+
+    def publish(self, name: str, marker: str) -> None:
+        """The local twin of ``run_dir/name`` up to the store, ``marker`` last."""
+        upload_folder(self.folder(name), str(self.run_dir / name), last=marker)
+
+    def fetch_training(self, name: str) -> Path:
+        """The trained model's export and records, for the final evaluation."""
+        local = self.folder(name)
+        download_folder(str(self.run_dir / name / "hf"), local / "hf")
+        for record in TRAIN_RECORDS:
+            remote = self.run_dir / name / record
+            if remote.is_file():
+                (local / record).write_bytes(remote.read_bytes())
+        return local
+
+    def publish_evaluation(self, name: str, report: str) -> None:
+        atomic_write_bytes(str(self.run_dir / name / report), (self.folder(name) / report).read_bytes())
+
+
+@contextlib.contextmanager
+def staging(run_dir: Path) -> Iterator[StoreStaging]:
+    """A staging folder for ``run_dir`` under the temp dir (the run's ``--scratch``), removed on exit."""
+    with tempfile.TemporaryDirectory(prefix="chain-") as local:
+        yield StoreStaging(run_dir, Path(local))

@@ -1,0 +1,202 @@
+"""The trainer on object storage (moto's S3 server on 127.0.0.1, real s3fs): shards and tokenizer read from a
+bucket, checkpoints committed there by their checksum manifest, a run resumed from the bucket bit for bit the
+uninterrupted one, a save killed mid-upload never resumed from, and bad stores refused in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import fsspec
+import pytest
+import torch
+
+from common.object_lock import ObjectLock
+from tests.support.cli import REPO
+from tests.support.processes import descendants, wait_gone
+from tests.support.s3_server import S3Server, free_port, s3, s3_server_session, subprocess_env  # noqa: F401
+from tests.support.trainer_inputs import read_jsonl, synthetic_run_inputs, torchrun
+from trainer.fsdp_train import TrainConfig, train
+from trainer.optim import OptimConfig
+from trainer.store import StoreCheckpoints
+
+BUCKET = "trainer-store"
+
+
+def _upload_inputs(server: S3Server, root: Path, n_docs: int = 60) -> tuple[Path, Path, str, str]:
+    """Synthetic shards and tokenizer, locally and in the bucket: (local shards, local tokenizer, URLs)."""
+    shards, tok = synthetic_run_inputs(root, vocab=96, n_docs=n_docs, seq_len=32)
+    server.make_bucket(BUCKET)
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    fs.put(str(shards) + "/", f"{BUCKET}/mix/", recursive=True)
+    fs.put_file(str(tok), f"{BUCKET}/tok/tokenizer.json")
+    return shards, tok, f"s3://{BUCKET}/mix", f"s3://{BUCKET}/tok/tokenizer.json"
+
+
+def _cfg(shards: Path | str, tok: Path | str, out: Path | str, scratch: Path, **kw: object) -> TrainConfig:
+    base = {"micro_batch": 4, "grad_accum": 2, "optim": OptimConfig(lr=3e-3), "log_every": 1, "checkpoint_every": 2}
+    return TrainConfig(shards=shards, tokenizer=tok, out=out, scratch=scratch, **{**base, **kw})  # type: ignore[arg-type]
+
+
+def _listing(prefix: str) -> list[str]:
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    return sorted(fs.find(prefix))
+
+
+def test_in_process_run_on_the_store_resumes_to_the_local_losses(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
+    """One rank: the bucket's run, stopped and resumed from the bucket, is the local run bit for bit."""
+    shards, tok, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs")
+    scratch = tmp_path / "scratch"
+    straight = train(_cfg(shards, tok, tmp_path / "local", scratch))
+    out = f"s3://{BUCKET}/train"
+    first = train(_cfg(shards_url, tok_url, out, scratch, max_steps=3))
+    assert first.steps_done == 3
+    committed = StoreCheckpoints(f"{out}/checkpoints").committed()
+    assert committed == ["step_000000002", "step_000000003"]
+    rest = train(_cfg(shards_url, tok_url, out, scratch, resume=True))
+    assert first.losses + rest.losses == straight.losses
+    from safetensors.torch import load
+
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    ours = load(fs.cat_file(f"{BUCKET}/train/hf/model.safetensors"))
+    theirs = load((tmp_path / "local/hf/model.safetensors").read_bytes())
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    names = {Path(p).name for p in _listing(f"{BUCKET}/train") if "/checkpoints/" not in p}
+    assert {"metrics.jsonl", "run_config.json", "config.json", "tokenizer.json"} <= names
+    logged = [json.loads(line)["step"] for line in fs.cat_file(f"{BUCKET}/train/metrics.jsonl").decode().splitlines()]
+    assert [s for s in logged] == sorted(set(logged))  # each step once, after the resume
+    assert list(scratch.iterdir()) == []  # the staging folder went with the run
+    record = json.loads(fs.cat_file(f"{BUCKET}/train/run_config.json"))  # names the URLs, not scratch copies
+    assert record["tokenizer"]["path"] == tok_url and record["train_config"]["shards"] == shards_url
+    assert record["train_config"]["out"] == out
+
+
+def test_store_outputs_and_inputs_are_checked_before_training(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
+    shards, tok, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs")
+    scratch = tmp_path / "scratch"
+    with pytest.raises(ValueError, match="bucket 'no-such-bucket' does not exist"):
+        train(_cfg(shards, tok, "s3://no-such-bucket/train", scratch))
+    with pytest.raises(ValueError, match="no such folder on the store"):
+        train(_cfg(f"s3://{BUCKET}/nothing-here", tok_url, tmp_path / "local", scratch))
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    fs.pipe_file(f"{BUCKET}/old/metrics.jsonl", b'{"step": 1, "loss": 1.0}\n')
+    with pytest.raises(ValueError, match="holds a training run .*--resume"):
+        train(_cfg(shards_url, tok_url, f"s3://{BUCKET}/old", scratch))
+    assert _listing(f"{BUCKET}/old") == [f"{BUCKET}/old/metrics.jsonl"]  # refused: nothing written
+    with ObjectLock(f"s3://{BUCKET}/busy", "training run"):  # another run writes there
+        with pytest.raises(ValueError, match="training run"):
+            train(_cfg(shards_url, tok_url, f"s3://{BUCKET}/busy", scratch))
+    assert _listing(f"{BUCKET}/busy") == []  # its lock released, and nothing written by the refused run
+    assert not (tmp_path / "local").exists()
+
+
+def _args(shards: str, tok: str, out: str, scratch: Path, *extra: str) -> list[str]:
+    return ["trainer/fsdp_train.py", "--shards", shards, "--tokenizer", tok, "--out", out, "--scratch", str(scratch),
+            "--micro-batch", "2", "--grad-accum", "2", "--log-every", "1", "--lr", "3e-3", "--no-verify-shards",
+            "--keep-checkpoints", "2", *extra]  # fmt: skip
+
+
+def _partial_steps(prefix: str) -> list[str]:
+    return sorted(name for name, done in StoreCheckpoints(f"s3://{prefix}").steps().items() if not done)
+
+
+def _caught_mid_upload(prefix: str) -> list[str]:
+    """Checkpoints on the store without their manifest, newer than a committed one (a resume has a base)."""
+    steps = StoreCheckpoints(f"s3://{prefix}").steps()
+    committed = [name for name, done in steps.items() if done]
+    return sorted(n for n, done in steps.items() if not done and committed and n > min(committed))
+
+
+def _kill_mid_upload(server: S3Server, args: list[str]) -> list[str]:
+    """Start torchrun (2 ranks) on the store; when a checkpoint is on the store without its manifest (an
+    upload under way), freeze the ranks (SIGSTOP), look again once requests in flight have landed, and SIGKILL
+    the launcher and ranks if it is still partial (else let them go on). Returns the partial checkpoints."""
+    env = subprocess_env(server, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *args]
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prefix = f"{BUCKET}/train/checkpoints"
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, "the run ended before a checkpoint upload could be caught"
+            if _caught_mid_upload(prefix):
+                ranks = descendants(proc.pid)
+                for pid in ranks:
+                    os.kill(pid, signal.SIGSTOP)
+                time.sleep(0.5)  # what was sent before the freeze lands
+                partial = _caught_mid_upload(prefix)
+                if partial:
+                    proc.send_signal(signal.SIGKILL)
+                    for pid in ranks:
+                        os.kill(pid, signal.SIGKILL)
+                    assert wait_gone(ranks) == set()
+                    return partial
+                for pid in ranks:
+                    os.kill(pid, signal.SIGCONT)
+            time.sleep(0.01)
+        raise AssertionError("no checkpoint upload caught in 240 s")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+@pytest.mark.e2e
+def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
+    """Two gloo ranks: killed while a checkpoint uploads, rerun with --resume as two nodes that share no disk:
+    the uncommitted checkpoint is never loaded nor left behind, and the run ends with the losses and weights of
+    an uninterrupted local run."""
+    # an epoch of ~50 steps, a checkpoint each: uploads enough for the kill to land inside one
+    shards, tok, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs", n_docs=200)
+    scratch = tmp_path / "scratch"
+    torchrun(_args(str(shards), str(tok), str(tmp_path / "local"), scratch, "--checkpoint-every", "2"))
+    straight = {r["step"]: r["loss"] for r in read_jsonl(tmp_path / "local/metrics.jsonl") if "loss" in r}
+    out = f"s3://{BUCKET}/train"
+    partial = _kill_mid_upload(s3, _args(shards_url, tok_url, out, scratch, "--checkpoint-every", "1"))
+    prefix = f"{BUCKET}/train/checkpoints"
+    committed = StoreCheckpoints(f"s3://{prefix}").committed()
+    print(f"killed mid-upload: partial {partial}, committed {committed}")
+    assert set(partial) <= set(_partial_steps(prefix)), "a killed upload leaves its partial checkpoint uncommitted"
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    for name in committed:  # every checkpoint a reader would take is whole: its manifest lists what is there
+        listed = json.loads(fs.cat_file(f"{prefix}/{name}/{'checksums.json'}"))["files"]
+        assert sorted(listed) == sorted(Path(p).name for p in fs.find(f"{prefix}/{name}") if "checksums" not in p)
+    # the rerun: the same 2 ranks as two "nodes" (one rank each) that share no folder: each its own scratch
+    # and TMPDIR, so each node fetches the inputs and the checkpoint itself and uploads what its rank wrote
+    port = str(free_port())
+    nodes = []
+    for node in (0, 1):
+        (tmp_path / f"node{node}").mkdir()
+        env = subprocess_env(s3, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", TMPDIR=str(tmp_path / f"node{node}"))
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes=2",
+            f"--node_rank={node}",
+            "--nproc_per_node=1",
+            "--master_addr=127.0.0.1",
+            f"--master_port={port}",
+            *_args(shards_url, tok_url, out, tmp_path / f"scratch{node}", "--checkpoint-every", "1", "--resume"),
+        ]
+        nodes.append(subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))  # fmt: skip
+    outputs = [node.communicate(timeout=300) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs[0][1][-3000:] + outputs[1][1][-3000:]
+    assert f"resumed from {tmp_path / 'scratch0'}" in outputs[0][0] and committed[-1] in outputs[0][0]
+    for node in (0, 1):  # each node's staging went with the run
+        assert list((tmp_path / f"scratch{node}").iterdir()) == []
+    assert _partial_steps(prefix) == []  # the next save removed what the killed one left
+    records = [json.loads(line) for line in fs.cat_file(f"{BUCKET}/train/metrics.jsonl").decode().splitlines()]
+    losses = {r["step"]: r["loss"] for r in records if "loss" in r}
+    assert losses == straight and len(straight) >= 40
+    from safetensors.torch import load
+
+    ours = load(fs.cat_file(f"{BUCKET}/train/hf/model.safetensors"))
+    theirs = load((tmp_path / "local/hf/model.safetensors").read_bytes())
+    assert all(torch.equal(ours[k], theirs[k]) for k in theirs)
