@@ -28,6 +28,7 @@ from common.object_lock import acquire_output_lock
 from common.scratch import scratch_dir
 from common.storage import StorageError, as_path, check_store, is_remote, same_place
 from curate.pipeline import build_curate_pipeline
+from pipelines.costs import process_cpu_seconds, record_cpu
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
 from pipelines.layout import RunLayout
 from pipelines.recipe import Recipe, load_recipe
@@ -192,7 +193,10 @@ def check_args(args: argparse.Namespace) -> None:
 def run_stage(args: argparse.Namespace, layout: RunLayout, name: str, pipeline: list, tasks: int) -> int:
     """One stage on the chosen executor, its logs, stats and completions filed under ``name``; its task count."""
     workers = args.workers or os.cpu_count() or 1
+    start = process_cpu_seconds()
     make_executor(args.executor, pipeline, tasks, workers, layout.stage_folder(name), **executor_options(args)).run()
+    if args.executor == "local":  # tasks elsewhere spend CPU this process cannot see
+        record_cpu(layout.root, name, process_cpu_seconds() - start)
     return tasks
 
 
@@ -320,6 +324,8 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
         from pipelines.report import add_evaluation, write_report
         from pipelines.stats import merge_run_stats
 
+        if args.executor == "local":  # the whole process: interpreter, imports, every stage (pipelines.plan)
+            record_cpu(layout.root, "process", process_cpu_seconds())
         stats = merge_run_stats(layout.root, list(tasks), tasks)
         print_summary(layout, stats, write_report(layout.root))
         if knobs is not None:
