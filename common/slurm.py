@@ -145,3 +145,21 @@ def wait_for_job(job_id: str, poll_s: float = 2.0) -> str | None:
         if state is None or state in TERMINAL:
             return state
         time.sleep(poll_s)
+
+
+class SubmissionDeclined(RuntimeError):
+    """The user answered no to the cost line: nothing was submitted."""
+
+
+def confirm_submission(cost_line: str, yes: bool) -> None:
+    """Print the cost line; at a terminal, submit only on ``y`` (``--yes`` answers for the user). A run
+    without a terminal (a script, a CI job, the ``--detach`` driver) was asked for in advance: it goes on."""
+    print(cost_line, flush=True)
+    if yes or not sys.stdin.isatty():
+        return
+    try:
+        answer = input("submit? [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise SubmissionDeclined("not submitted: the cost was not confirmed (answer y, or pass --yes)")

@@ -26,6 +26,7 @@ from common.lock import FolderUnavailable
 from common.names import checked_name
 from common.object_lock import acquire_output_lock
 from common.scratch import scratch_dir
+from common.slurm import SubmissionDeclined, confirm_submission
 from common.storage import StorageError, as_path, check_store, is_remote
 from curate.pipeline import build_curate_pipeline
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
@@ -298,7 +299,9 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
         if args.executor == "slurm" and is_remote(out):
             raise ConfigError("--executor slurm with an --out URL is not supported yet: use a shared file system path")
         against = dedup_indexes(args, recipe, out / source.dump)
-        slurm_cli.check_args(args, source, args.tasks or len(source.paths))
+        cost_line = slurm_cli.check_args(args, source, args.tasks or len(source.paths), recipe.to_dict())
+        if cost_line is not None:
+            confirm_submission(cost_line, args.yes)
         if args.detach:
             return slurm_cli.submit_driver(argv, args, out / source.dump)
         scratch = scratch_dir(args.scratch)
@@ -324,6 +327,9 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
     except (ConfigError, SourceError, FolderUnavailable, ExecutorError, StorageError) as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
+    except SubmissionDeclined as err:
+        print(one_line(err), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from common.slurm import SlurmError, job_environment, require_clients, sbatch_directives
 from pipelines.slurm_cluster.cluster import SlurmOptions, check_submission
+from pipelines.slurm_cluster.cost import BUNDLED, measured_cost
 from pipelines.sources import ResolvedSource
 
 DRIVER_MEM_MB = 2048
@@ -36,6 +37,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--slurm-retries", type=int, default=1, help="resubmissions of the tasks that did not complete (default: 1)"
+    )
+    group.add_argument(
+        "--cost-from",
+        default=None,
+        metavar="RUN_DIR",
+        help="a finished run of the same recipe whose measured per-document cost the cost line uses "
+        "(default: the bundled figure)",
+    )
+    group.add_argument(
+        "--yes", action="store_true", help="submit without asking after the cost line (asked only at a terminal)"
     )
     group.add_argument(
         "--detach", action="store_true", help="submit the driver as a Slurm job and return (prints how to follow it)"
@@ -61,16 +72,19 @@ def slurm_options(args: argparse.Namespace) -> SlurmOptions:
     )
 
 
-def check_args(args: argparse.Namespace, source: ResolvedSource, tasks: int) -> None:
+def check_args(args: argparse.Namespace, source: ResolvedSource, tasks: int, recipe: dict) -> str | None:
     """Before anything is written: Slurm flags without ``--executor slurm`` are refused, and with it the
-    cluster checks of ``cluster.check_submission``."""
+    cluster checks of ``cluster.check_submission``; the submission's cost line (``cost.py``)."""
     if args.executor != "slurm":
-        if args.detach:
-            raise SlurmError("--detach needs --executor slurm")
-        return
+        for flag, given in (("--detach", args.detach), ("--cost-from", args.cost_from), ("--yes", args.yes)):
+            if given:
+                raise SlurmError(f"{flag} needs --executor slurm")
+        return None
     if args.train:
         raise SlurmError("--train with --executor slurm: curate here, then train with python -m trainer.slurm")
-    check_submission(slurm_options(args), [os.path.join(source.base, path) for path in source.paths], tasks)
+    cost = measured_cost(args.cost_from, recipe) if args.cost_from else BUNDLED
+    paths = [os.path.join(source.base, path) for path in source.paths]
+    return check_submission(slurm_options(args), paths, tasks, cost)[1]
 
 
 def submit_driver(argv: list[str], args: argparse.Namespace, run_root: Path) -> int:
