@@ -163,3 +163,13 @@ def confirm_submission(cost_line: str, yes: bool) -> None:
         answer = ""
     if answer.strip().lower() not in ("y", "yes"):
         raise SubmissionDeclined("not submitted: the cost was not confirmed (answer y, or pass --yes)")
+
+
+def submit_script(script: str, options: list[str]) -> str:
+    """``sbatch --parsable [options]`` with ``script`` on stdin (or a path in ``options``); the job id. A refusal
+    is a ``SlurmError`` with sbatch's last line."""
+    proc = subprocess.run(["sbatch", "--parsable", *options], input=script, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        raise SlurmError(f"sbatch refused the job: {lines[-1] if lines else proc.returncode}")
+    return proc.stdout.strip().split(";")[0]

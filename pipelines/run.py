@@ -27,6 +27,7 @@ from common.names import checked_name
 from common.object_lock import acquire_output_lock
 from common.scratch import scratch_dir
 from common.slurm import SubmissionDeclined, confirm_submission
+from common.slurm_arrays import SlurmTasksFailed
 from common.storage import StorageError, as_path, check_store, is_remote
 from curate.pipeline import build_curate_pipeline
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
@@ -324,7 +325,7 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
             ray = executor_options(args).get("ray")
             print_chain(run_chain(layout.root, knobs, ray=ray, blimp=args.eval_blimp))
             print(f"report (with the final evaluation): {add_evaluation(layout.root)}")
-    except (ConfigError, SourceError, FolderUnavailable, ExecutorError, StorageError) as err:
+    except (ConfigError, SourceError, FolderUnavailable, ExecutorError, StorageError, SlurmTasksFailed) as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     except SubmissionDeclined as err:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,7 +27,6 @@ from common.cli import USAGE_ERROR, one_line
 from common.config import ConfigError
 from common.slurm import (
     REPO,
-    SlurmError,
     SubmissionDeclined,
     check_time_limit,
     choose_partition,
@@ -37,6 +35,7 @@ from common.slurm import (
     job_environment,
     parse_time,
     sbatch_directives,
+    submit_script,
     wait_for_job,
 )
 
@@ -167,14 +166,6 @@ def cost_line(args: argparse.Namespace, limit_s: int) -> str:
     )
 
 
-def submit(script: Path) -> str:
-    proc = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True, timeout=60)
-    if proc.returncode != 0:
-        lines = proc.stderr.strip().splitlines()
-        raise SlurmError(f"sbatch refused the job: {lines[-1] if lines else proc.returncode}")
-    return proc.stdout.strip().split(";")[0]
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -199,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         print(one_line(err), file=sys.stderr)
         return 1
     try:
-        job = submit(script)
+        job = submit_script("", [str(script)])
     except ConfigError as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         return USAGE_ERROR
