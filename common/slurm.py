@@ -145,3 +145,31 @@ def wait_for_job(job_id: str, poll_s: float = 2.0) -> str | None:
         if state is None or state in TERMINAL:
             return state
         time.sleep(poll_s)
+
+
+class SubmissionDeclined(RuntimeError):
+    """The user answered no to the cost line: nothing was submitted."""
+
+
+def confirm_submission(cost_line: str, yes: bool) -> None:
+    """Print the cost line; at a terminal, submit only on ``y`` (``--yes`` answers for the user). A run
+    without a terminal (a script, a CI job, the ``--detach`` driver) was asked for in advance: it goes on."""
+    print(cost_line, flush=True)
+    if yes or not sys.stdin.isatty():
+        return
+    try:
+        answer = input("submit? [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise SubmissionDeclined("not submitted: the cost was not confirmed (answer y, or pass --yes)")
+
+
+def submit_script(script: str, options: list[str]) -> str:
+    """``sbatch --parsable [options]`` with ``script`` on stdin (or a path in ``options``); the job id. A refusal
+    is a ``SlurmError`` with sbatch's last line."""
+    proc = subprocess.run(["sbatch", "--parsable", *options], input=script, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        raise SlurmError(f"sbatch refused the job: {lines[-1] if lines else proc.returncode}")
+    return proc.stdout.strip().split(";")[0]

@@ -1,8 +1,10 @@
 """Standalone dedup: ``python -m dedup.run --input DIR --out DIR`` over parquet documents.
 
 Runs the stages of ``build_dedup_stages`` one after another with datatrove's
-LocalPipelineExecutor; logs and completion markers go to ``OUT/logs/<stage>``, so rerunning the
-same command skips finished tasks and recomputes only what is missing.
+LocalPipelineExecutor, or with ``--executor slurm`` each stage as a Slurm job array
+(``common/slurm_arrays.py``; ``--input`` and ``--out`` on a file system every node mounts); logs and
+completion markers go to ``OUT/logs/<stage>``, so rerunning the same command skips finished tasks and
+recomputes (or resubmits) only what is missing.
 """
 
 from __future__ import annotations
@@ -16,6 +18,14 @@ from datatrove.executor import LocalPipelineExecutor
 
 from common.cli import errors_as_one_line
 from common.lock import FolderLock, check_writable
+from common.slurm_arrays import (
+    SlurmOptions,
+    SlurmTasksFailed,
+    add_array_arguments,
+    array_executor,
+    array_options,
+    check_array_resources,
+)
 from dedup.clusters import SUMMARY
 from dedup.config import DedupConfig
 from dedup.index import check_index
@@ -32,8 +42,11 @@ def run_dedup(
     workers: int = 2,
     tasks: int | None = None,
     write_index: bool = False,
+    slurm: SlurmOptions | None = None,
+    workers_set: bool = False,
 ) -> dict:
-    """Run every stage; returns the summary (kept/removed counts and where things are)."""
+    """Run every stage (here, or each as a Slurm array with ``slurm``); returns the summary (kept/removed
+    counts and where things are)."""
     config = config or DedupConfig()
     layout = DedupLayout(out)
     check_inputs(input_folder, out, config, workers, tasks)
@@ -42,13 +55,14 @@ def run_dedup(
     seconds: dict[str, float] = {}
     for name, steps, n_tasks in build_dedup_stages(input_folder, out, config, tasks=tasks, write_index=write_index):
         start = time.perf_counter()
-        executor = LocalPipelineExecutor(
-            pipeline=steps,
-            tasks=n_tasks,
-            workers=max(1, min(workers, n_tasks)),
-            logging_dir=str(Path(out, "logs", name)),
-            start_method="fork",
-        )
+        logs = str(Path(out, "logs", name))
+        if slurm is not None:
+            executor = array_executor(steps, n_tasks, workers, logs, name, slurm, workers_set)
+        else:
+            executor = LocalPipelineExecutor(
+                pipeline=steps, tasks=n_tasks, workers=max(1, min(workers, n_tasks)), logging_dir=logs,
+                start_method="fork",
+            )  # fmt: skip
         executor.run()
         seconds[name] = round(time.perf_counter() - start, 1)
     return summarize(layout, config) | {"seconds": seconds}
@@ -89,7 +103,10 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--input", required=True, help="folder of parquet documents with `id` and `text`")
     p.add_argument("--out", required=True, help="run folder: minhash/, deduped/, removed/, logs/")
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument(
+        "--workers", type=int, default=None, help="tasks at once (default: 2; on Slurm: as many as it schedules)"
+    )
+    p.add_argument("--executor", choices=("local", "slurm"), default="local", help="where the stages' tasks run")
     p.add_argument("--tasks", type=int, default=None, help="document tasks (default: one per input file)")
     p.add_argument("--exact", action="store_true", help="exact (content hash) dedup before MinHash")
     p.add_argument(
@@ -123,9 +140,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--group-by", default="dump", help="dedup within groups of this column ('' for none)")
     p.add_argument("--word-split", choices=("spacy", "whitespace"), default="spacy")
     p.add_argument("--shingle-hash", choices=("text", "words"), default="text")
+    add_array_arguments(p.add_argument_group("with --executor slurm (each stage a job array)"))
     a = p.parse_args(argv)
-    # bad input is one line (exit 2) before any work: counts, parameters, input, output folder, indexes
-    with errors_as_one_line(ValueError):
+    # bad input is one line (exit 2) before any work: counts, parameters, input, output folder, indexes,
+    # the Slurm cluster's partition and sizes; a stage whose Slurm tasks did not all complete, after the work
+    with errors_as_one_line(ValueError, SlurmTasksFailed):
         summary = _run_from_args(a)
     _print_summary(summary)
 
@@ -147,10 +166,17 @@ def _run_from_args(a: argparse.Namespace) -> dict:
         cluster_tasks=a.cluster_tasks,
         cluster_memory_mb=a.cluster_memory_mb,
     )
-    check_inputs(a.input, a.out, config, a.workers, a.tasks)  # before the lock creates the folder
+    workers = a.workers if a.workers is not None else 2
+    check_inputs(a.input, a.out, config, workers, a.tasks)  # before the lock creates the folder
+    slurm = None
+    if a.executor == "slurm":
+        slurm = array_options(a)
+        check_array_resources(slurm)
     # one writer per output folder: two runs on one --out used to leave deduped/ empty
     with FolderLock(a.out, "dedup.run"):
-        return run_dedup(a.input, a.out, config, workers=a.workers, tasks=a.tasks, write_index=a.write_index)
+        return run_dedup(
+            a.input, a.out, config, workers, a.tasks, a.write_index, slurm=slurm, workers_set=a.workers is not None
+        )
 
 
 def _print_summary(summary: dict) -> None:

@@ -1,6 +1,6 @@
 """Build a token mixture: tokenize the sources, pick document copies to the budget, write shuffled shards.
 
-    python -m mixtures.build mixture.yaml --out out/mixture
+    python -m mixtures.build mixture.yaml --out out/mixture [--executor slurm]
 
 (1) every source is tokenized in parallel (pool.py) into temporary parts, which gives exact available token
 counts (so `target_tokens: epoch`, one pass over every document, needs no count beforehand); (2) the spec
@@ -25,6 +25,7 @@ import yaml
 
 from common.cli import errors_as_one_line
 from common.lock import FolderLocked, locked_folder
+from common.slurm_job import add_job_arguments, job_options, run_as_job
 from mixtures.encode import TokenPart
 from mixtures.manifest import MANIFEST_NAME, Manifest, ShardFile, SourceStats, TokenizerInfo, write_manifest
 from mixtures.parts import tokenize_sources
@@ -49,14 +50,8 @@ def build_mixture(
     spec: SpecLike, out_dir: str | os.PathLike[str], overwrite: bool = False, progress: bool = True
 ) -> Manifest:
     """Build `spec` (a MixtureSpec, a dict or a YAML path) into `out_dir`; return the written manifest."""
-    spec = _as_spec(spec)
+    spec, sources, tok_file, info, fingerprint = check_build(spec, out_dir, overwrite)
     out = Path(out_dir)
-    sources = [resolve_source(s, spec) for s in spec.sources]
-    _refuse_reading_own_output(sources, out)
-    tok_file = resolve_tokenizer_file(spec.resolve(spec.tokenizer))
-    info = _tokenizer_info(tok_file, spec)
-    fingerprint = build_fingerprint(spec, info.sha256, sources)
-    check_out_dir(out, overwrite, fingerprint)  # refuse before the lock creates anything
     created = not out.exists()
     with locked_folder(out, "mixture build"):
         if start_build(out, overwrite, fingerprint) and progress:
@@ -68,6 +63,22 @@ def build_mixture(
             raise
         finish_build(out)
     return manifest
+
+
+def check_build(
+    spec: SpecLike, out_dir: str | os.PathLike[str], overwrite: bool = False
+) -> tuple[MixtureSpec, list[ResolvedSource], Path, TokenizerInfo, str]:
+    """Everything a build checks before it writes (one-line errors): the spec, its sources, the tokenizer and
+    `out_dir`; the spec, the sources, the tokenizer file and facts, the build's fingerprint."""
+    spec = _as_spec(spec)
+    out = Path(out_dir)
+    sources = [resolve_source(s, spec) for s in spec.sources]
+    _refuse_reading_own_output(sources, out)
+    tok_file = resolve_tokenizer_file(spec.resolve(spec.tokenizer))
+    info = _tokenizer_info(tok_file, spec)
+    fingerprint = build_fingerprint(spec, info.sha256, sources)
+    check_out_dir(out, overwrite, fingerprint)  # refuse before the lock creates anything
+    return spec, sources, tok_file, info, fingerprint
 
 
 def _build(
@@ -202,7 +213,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="output folder for shards and manifest.json")
     parser.add_argument("--overwrite", action="store_true", help="replace shards already in --out")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_job_arguments(parser)
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    if args.executor == "slurm":  # the same command as one Slurm job of the spec's `workers` CPUs
+        with errors_as_one_line(ValueError, OSError, yaml.YAMLError):
+            spec = check_build(args.spec, args.out, args.overwrite)[0]
+            options = job_options(args, spec.workers)
+            sys.exit(run_as_job("mixtures.build", argv, options, Path(args.out) / "slurm", args.yes, args.detach))
     start = time.perf_counter()
     # bad input, each a one-line error (exit 2) raised before anything is written: a spec that is missing
     # (OSError), malformed YAML or keys (SpecError, yaml.YAMLError), a missing tokenizer or source
@@ -213,8 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     seconds = time.perf_counter() - start
     print(format_summary(manifest))
     print(
-        f"{manifest.total_tokens / seconds:,.0f} tokens/s in {seconds:.1f}s; "
-        f"manifest: {Path(args.out) / MANIFEST_NAME}"
+        f"{manifest.total_tokens / seconds:,.0f} tokens/s in {seconds:.1f}s; manifest: {Path(args.out) / MANIFEST_NAME}"
     )
 
 

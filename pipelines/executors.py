@@ -33,11 +33,11 @@ def ray_executor(pipeline: list, **options: Any) -> PipelineExecutor:
     return make_ray(pipeline, **options)
 
 
-def slurm_executor(pipeline: list, **options: Any) -> PipelineExecutor:
-    """One job array per stage (``pipelines/slurm_cluster/executor.py``); its options: ``slurm``, ``workers_set``."""
-    from pipelines.slurm_cluster.executor import slurm_executor as make_slurm
+def slurm_executor(pipeline: list, logging_dir: StageFolder, **options: Any) -> PipelineExecutor:
+    """One job array per stage (``common/slurm_arrays.py``); its options: ``slurm``, ``workers_set``."""
+    from common.slurm_arrays import array_executor
 
-    return make_slurm(pipeline, **options)
+    return array_executor(pipeline, logging_dir=logging_dir, stage=logging_dir.stage, **options)
 
 
 EXECUTORS: dict[str, Callable[..., PipelineExecutor]] = {

@@ -26,6 +26,8 @@ from common.lock import FolderUnavailable
 from common.names import checked_name
 from common.object_lock import acquire_output_lock
 from common.scratch import scratch_dir
+from common.slurm import SubmissionDeclined, confirm_submission
+from common.slurm_arrays import SlurmTasksFailed
 from common.storage import StorageError, as_path, check_store, is_remote, same_place
 from curate.pipeline import build_curate_pipeline
 from pipelines.costs import process_cpu_seconds, record_cpu
@@ -309,7 +311,9 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
         if args.executor == "slurm" and is_remote(out):
             raise ConfigError("--executor slurm with an --out URL is not supported yet: use a shared file system path")
         against = dedup_indexes(args, recipe, out / source.dump)
-        slurm_cli.check_args(args, source, args.tasks or len(source.paths))
+        cost_line = slurm_cli.check_args(args, source, args.tasks or len(source.paths), recipe.to_dict())
+        if cost_line is not None:
+            confirm_submission(cost_line, args.yes)
         if args.detach:
             return slurm_cli.submit_driver(argv, args, out / source.dump)
         scratch = scratch_dir(args.scratch)
@@ -334,9 +338,12 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
             ray = executor_options(args).get("ray")
             print_chain(run_chain(layout.root, knobs, ray=ray, blimp=args.eval_blimp))
             print(f"report (with the final evaluation): {add_evaluation(layout.root)}")
-    except (ConfigError, SourceError, FolderUnavailable, ExecutorError, StorageError) as err:
+    except (ConfigError, SourceError, FolderUnavailable, ExecutorError, StorageError, SlurmTasksFailed) as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
+    except SubmissionDeclined as err:
+        print(one_line(err), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,11 +27,15 @@ from common.cli import USAGE_ERROR, one_line
 from common.config import ConfigError
 from common.slurm import (
     REPO,
-    SlurmError,
+    SubmissionDeclined,
     check_time_limit,
     choose_partition,
+    confirm_submission,
+    format_time,
     job_environment,
+    parse_time,
     sbatch_directives,
+    submit_script,
     wait_for_job,
 )
 
@@ -61,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="extra #SBATCH option, e.g. account=abc, qos=high, exclusive (repeatable)")  # fmt: skip
     parser.add_argument("--rdzv-port", type=int, default=29500, help="c10d rendezvous port on the first node")
     parser.add_argument("--dry-run", action="store_true", help="write and print the script, do not submit it")
+    parser.add_argument(
+        "--yes", action="store_true", help="submit without asking after the cost line (asked only at a terminal)"
+    )
     parser.add_argument("--wait", action="store_true", help="wait for the job to end (through its requeues)")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="-- then the flags of trainer/fsdp_train.py")
     return parser
@@ -149,12 +155,15 @@ def write_script(args: argparse.Namespace, flags: list[str], out: Path) -> Path:
     return script
 
 
-def submit(script: Path) -> str:
-    proc = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True, timeout=60)
-    if proc.returncode != 0:
-        lines = proc.stderr.strip().splitlines()
-        raise SlurmError(f"sbatch refused the job: {lines[-1] if lines else proc.returncode}")
-    return proc.stdout.strip().split(";")[0]
+def cost_line(args: argparse.Namespace, limit_s: int) -> str:
+    """Nodes x the time limit: what one start of the job may hold at most (a requeue may hold as much again)."""
+    node_hours = args.nodes * limit_s / 3600
+    cpus = f", {node_hours * args.agents_per_node * args.cpus_per_task:,.3g} CPU-hours" if args.cpus_per_task else ""
+    gpus = f", {node_hours * args.gpus_per_node:,.3g} GPU-hours" if args.gpus_per_node else ""
+    return (
+        f"[slurm] cost: {args.nodes} node(s) x --time {format_time(limit_s)} = at most {node_hours:,.3g} "
+        f"node-hours{cpus}{gpus} per start of the job (each requeue may hold as much again)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,18 +171,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         flags = trainer_flags(args)
         out = Path(flags[flags.index("--out") + 1])
-        if not args.dry_run:
-            check_time_limit(args.time, choose_partition(args.partition, "--partition"), "--time")
+        if args.dry_run:
+            limit = parse_time(args.time, "--time")
+        else:
+            limit = check_time_limit(args.time, choose_partition(args.partition, "--partition"), "--time")
         script = write_script(args, flags, out)
     except ConfigError as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         return USAGE_ERROR
     if args.dry_run:
         print(script.read_text(), end="")
+        print(cost_line(args, limit))
         print(f"written: {script} (not submitted)")
         return 0
     try:
-        job = submit(script)
+        confirm_submission(cost_line(args, limit), args.yes)
+    except SubmissionDeclined as err:
+        print(one_line(err), file=sys.stderr)
+        return 1
+    try:
+        job = submit_script("", [str(script)])
     except ConfigError as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         return USAGE_ERROR

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -92,7 +93,7 @@ def test_without_slurm_on_the_machine_nothing_is_written(tmp_path, monkeypatch, 
     [
         (["--slurm-partition", "gpu-h100"], "unknown partition 'gpu-h100'; available: debug, short"),
         (["--slurm-partition", "short", "--slurm-time", "10"], "--slurm-time 10 exceeds partition short's limit"),
-        (["--slurm-time", "0:01"], "--slurm-time 0:01 is shorter than one curate task's estimate 0:00:06"),
+        (["--slurm-time", "0:01"], "--slurm-time 0:01 is shorter than one curate task's estimate 0:00:07"),
         (["--slurm-time", "2h"], "--slurm-time '2h': not a Slurm time limit"),
         (["--slurm-mem-per-cpu", "64"], "a task asks 64 GB (1 CPU x --slurm-mem-per-cpu 64)"),
         (["--slurm-cpus-per-task", "3"], "--slurm-cpus-per-task 3: partition debug's nodes have 2"),
@@ -113,7 +114,14 @@ def test_sample_detached_on_slurm_equals_local(slurm: SlurmCluster, tmp_path) ->
     """``--detach`` submits the driver and returns; the driver's arrays give the local executor's run."""
     run_cli("pipelines.run", "sample", "--no-dedup", "--out", str(tmp_path / "local"))
     args = ("pipelines.run", "sample", "--executor", "slurm", "--no-dedup", "--out", str(tmp_path / "slurm"))
-    proc = run_cli(*args, "--detach")
+    proc = run_cli(*args, "--detach", "--cost-from", str(tmp_path / "local" / "sample"))
+    first, *_ = proc.stdout.splitlines()
+    # the local run's own figures, printed before the submission: 1 WARC file, its documents, its step time
+    local = json.loads((tmp_path / "local/sample/stats.json").read_text())["stages"]["curate"]["steps"]
+    assert first.startswith("[slurm] cost: curate array of 1 task(s) x 1 CPU for 1 WARC file(s), 1.1 MB, ")
+    assert f"~{local[1]['in']} documents x {sum(s['time_s'] for s in local) / local[1]['in'] * 1000:.1f} ms" in first
+    assert f"(per-document cost of the finished run {tmp_path / 'local' / 'sample'})" in first
+    assert "of its --slurm-time 4:00:00, at most 4 CPU-hours reserved" in first
     job = proc.stdout.split("as Slurm job ")[1].split()[0]
     assert "progress: tail -f" in proc.stdout
     _wait_job(slurm, job)
@@ -122,6 +130,38 @@ def test_sample_detached_on_slurm_equals_local(slurm: SlurmCluster, tmp_path) ->
     assert "[slurm] curate: 1/1 tasks done" in driver_log, driver_log[-3000:]
     assert (run_dir / "logs/curate/launch_script.slurm").exists()
     _same_run(tmp_path / "local" / "sample", run_dir)
+
+
+def _at_a_terminal(args: list[str], answer: str) -> tuple[int, str]:
+    """``python -m <args>`` with a terminal on stdin that answers ``answer``: exit status, stdout + stderr."""
+    primary, secondary = pty.openpty()
+    try:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        proc = subprocess.Popen([sys.executable, "-m", *args], cwd=REPO, env=env, stdin=secondary,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        os.write(primary, answer.encode() + b"\n")
+        output, _ = proc.communicate(timeout=300)
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    return proc.returncode, output
+
+
+@pytest.mark.e2e
+def test_at_a_terminal_the_cost_is_confirmed_before_anything_is_submitted(slurm: SlurmCluster, tmp_path) -> None:
+    """``n`` to the question after the cost line: exit 1, no run directory, no job; ``y``: submitted."""
+    queue_before = slurm.queue()
+    args = ["pipelines.run", "sample", "--executor", "slurm", "--no-dedup", "--out", str(tmp_path / "out")]
+    status, output = _at_a_terminal([*args, "--detach"], "n")
+    assert status == 1 and "[slurm] cost: curate array of 1 task(s)" in output, output
+    assert "(per-document cost of the FineWeb recipe on the bundled sample (bundled figure))" in output
+    assert output.strip().endswith("submit? [y/N] not submitted: the cost was not confirmed (answer y, or pass --yes)")
+    assert not (tmp_path / "out").exists() and slurm.queue() == queue_before
+    status, output = _at_a_terminal([*args, "--detach"], "y")
+    assert status == 0 and "as Slurm job " in output, output
+    job = output.split("as Slurm job ")[1].split()[0]
+    assert slurm.run("scancel", job).returncode == 0  # submitted: that was the point; the run is not
+    _wait_job(slurm, job)
 
 
 @pytest.mark.e2e

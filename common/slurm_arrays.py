@@ -1,6 +1,6 @@
-"""The ``slurm`` executor: datatrove's ``SlurmPipelineExecutor`` (one job array per stage, one array task
-per datatrove task, the pipeline pickled into the stage's logs and run by ``launch_pickled_pipeline``)
-with what a run needs around it:
+"""Slurm job arrays for the datatrove stages of every room (curation, ``dedup.run``): datatrove's
+``SlurmPipelineExecutor`` (one job array per stage, one array task per datatrove task, the pipeline pickled
+into the stage's logs and run by ``launch_pickled_pipeline``) with what a run needs around it:
 
 - the job runs this project with this Python: the script puts the interpreter's ``bin/`` first on ``PATH``
   and the project root on ``PYTHONPATH`` (the project and the run directory sit on a shared file system);
@@ -11,32 +11,111 @@ with what a run needs around it:
   that are still queued (``logs/<stage>/slurm_jobs.json``): their pending tasks would read the new
   ``ranks_to_run.json`` and run the wrong tasks.
 
-Stats are merged by ``pipelines.stats`` at the end of the run, so datatrove's extra merge job is not
-submitted.
+Stats are merged by the caller at the end of the run (``pipelines.stats``), so datatrove's extra merge job
+is not submitted. The flags (``add_array_arguments``) and the checks before submission
+(``check_array_resources``) are the same in every CLI.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 
 from datatrove.executor.slurm import SlurmPipelineExecutor
 
-from common.slurm import job_environment
-from pipelines.errors import ExecutorError
-from pipelines.layout import StageFolder
-from pipelines.slurm_cluster.cluster import SlurmOptions
+from common.slurm import (
+    Partition,
+    SlurmError,
+    check_time_limit,
+    choose_partition,
+    job_environment,
+    sbatch_directives,
+)
 
 POLL_S = 2.0
 PROGRESS_EVERY_S = 10.0
 JOBS_FILE = "slurm_jobs.json"
 
 
-class SlurmTasksFailed(ExecutorError):
-    """Some tasks of a stage did not complete after the retries."""
+class SlurmTasksFailed(RuntimeError):
+    """Some tasks of a stage did not complete after the retries: the CLIs print it as one line (exit 2)."""
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """``--slurm-partition``, ``--slurm-time``, ``--slurm-cpus-per-task``, ``--slurm-mem-per-cpu`` (GB),
+    ``--sbatch-arg KEY[=VALUE]`` (repeatable), ``--slurm-retries``."""
+
+    partition: str | None = None
+    time: str = "04:00:00"
+    cpus_per_task: int = 1
+    mem_per_cpu_gb: float = 2.0
+    sbatch_args: tuple[str, ...] = field(default_factory=tuple)
+    retries: int = 1
+
+    def sbatch_dict(self) -> dict[str, str]:
+        return sbatch_directives(self.sbatch_args)
+
+
+def add_array_arguments(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    """The flags of ``SlurmOptions``, the same in every CLI that runs stages as arrays."""
+    group.add_argument("--slurm-partition", default=None, help="partition (default: the cluster's default)")
+    group.add_argument("--slurm-time", default="04:00:00", help="time limit of one array task (default: 04:00:00)")
+    group.add_argument("--slurm-cpus-per-task", type=int, default=1, help="CPUs per array task (default: 1)")
+    group.add_argument("--slurm-mem-per-cpu", type=float, default=2.0, metavar="GB", help="GB per CPU (default: 2)")
+    group.add_argument(
+        "--sbatch-arg",
+        action="append",
+        default=[],
+        metavar="KEY[=VALUE]",
+        help="extra #SBATCH option for every array, e.g. account=abc, qos=high, exclusive (repeatable)",
+    )
+    group.add_argument(
+        "--slurm-retries", type=int, default=1, help="resubmissions of the tasks that did not complete (default: 1)"
+    )
+
+
+def array_options(args: argparse.Namespace) -> SlurmOptions:
+    """The flags as ``SlurmOptions``; counts checked (one-line errors)."""
+    if args.slurm_cpus_per_task < 1:
+        raise SlurmError(f"--slurm-cpus-per-task must be >= 1, got {args.slurm_cpus_per_task}")
+    if not args.slurm_mem_per_cpu > 0:
+        raise SlurmError("--slurm-mem-per-cpu must be > 0 (GB)")
+    if args.slurm_retries < 0:
+        raise SlurmError(f"--slurm-retries must be >= 0, got {args.slurm_retries}")
+    sbatch_directives(args.sbatch_arg)  # a malformed one refused now, not at submission
+    return SlurmOptions(
+        partition=args.slurm_partition,
+        time=args.slurm_time,
+        cpus_per_task=args.slurm_cpus_per_task,
+        mem_per_cpu_gb=args.slurm_mem_per_cpu,
+        sbatch_args=tuple(args.sbatch_arg),
+        retries=args.slurm_retries,
+    )
+
+
+def check_array_resources(options: SlurmOptions) -> tuple[Partition, int]:
+    """The partition exists, the time limit is within its own, one task's CPUs and memory fit its largest node
+    (each a ``SlurmError`` before anything is submitted); the partition and the limit in seconds."""
+    partition = choose_partition(options.partition)
+    limit = check_time_limit(options.time, partition)
+    if options.cpus_per_task > partition.cpus:
+        raise SlurmError(
+            f"--slurm-cpus-per-task {options.cpus_per_task}: partition {partition.name}'s nodes have {partition.cpus}"
+        )
+    need_mb = options.mem_per_cpu_gb * 1024 * options.cpus_per_task
+    if need_mb > partition.memory_mb:
+        raise SlurmError(
+            f"a task asks {need_mb / 1024:g} GB ({options.cpus_per_task} CPU x --slurm-mem-per-cpu "
+            f"{options.mem_per_cpu_gb:g}), but partition {partition.name}'s largest node has "
+            f"{partition.memory_mb / 1024:g} GB"
+        )
+    return partition, limit
 
 
 def queued(job_ids: list[str]) -> Counter:
@@ -63,6 +142,7 @@ class CheckedSlurmExecutor(SlurmPipelineExecutor):
     """``SlurmPipelineExecutor`` whose driver waits, reports, retries and fails loudly (module docstring)."""
 
     retries: int = 1
+    stage: str = "stage"
 
     def get_sbatch_args(self, max_array: int = 1) -> dict:
         """datatrove's directives, memory in whole MB (Slurm reads no ``2.5G``), no ``--partition`` when none
@@ -74,7 +154,7 @@ class CheckedSlurmExecutor(SlurmPipelineExecutor):
         return args
 
     def launch_merge_stats(self) -> None:
-        """Not submitted: ``pipelines.stats.merge_run_stats`` merges every stage's stats after the run."""
+        """Not submitted: the caller merges the stages' stats after the run (module docstring)."""
 
     def _recorded_jobs(self) -> list[str]:
         try:
@@ -113,7 +193,7 @@ class CheckedSlurmExecutor(SlurmPipelineExecutor):
             super().run()
             return
         leave_enclosing_job()
-        stage = self.logging_dir.stage
+        stage = self.stage
         earlier = [job for job in self._recorded_jobs() if queued([job])]
         if earlier:
             print(f"[slurm] {stage}: waiting for job {','.join(earlier)} submitted by an earlier run", flush=True)
@@ -133,11 +213,17 @@ class CheckedSlurmExecutor(SlurmPipelineExecutor):
             )
 
 
-def slurm_executor(
-    pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, slurm: SlurmOptions, workers_set: bool = False
+def array_executor(
+    pipeline: list,
+    tasks: int,
+    workers: int,
+    logging_dir,  # a datatrove DataFolder or a path: the stage's logs, completions and pickled pipeline
+    stage: str,
+    slurm: SlurmOptions,
+    workers_set: bool = False,
 ) -> CheckedSlurmExecutor:
-    """The ``slurm`` entry of ``EXECUTORS``: one job array for the stage, ``workers`` tasks at once when given
-    (``%N`` on the array), else as many as the cluster schedules."""
+    """One job array for the stage ``stage``, ``workers`` tasks at once when given (``%N`` on the array),
+    else as many as the cluster schedules."""
     executor = CheckedSlurmExecutor(
         pipeline,
         tasks,
@@ -146,7 +232,7 @@ def slurm_executor(
         cpus_per_task=slurm.cpus_per_task,
         mem_per_cpu_gb=slurm.mem_per_cpu_gb,
         workers=min(workers, tasks) if workers_set else -1,
-        job_name=f"cc2model-{logging_dir.stage}",
+        job_name=f"cc2model-{stage}",
         qos="",
         env_command=job_environment(),
         sbatch_args=slurm.sbatch_dict(),
@@ -154,4 +240,5 @@ def slurm_executor(
         mail_type="NONE",
     )
     executor.retries = slurm.retries
+    executor.stage = stage
     return executor
