@@ -13,6 +13,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -72,6 +73,36 @@ def test_expert_parallel_matches_one_process(layouts: dict[str, dict], name: str
     assert_matches_one_process(layouts, name)
     ref_init = layouts["reference"]["init"]  # built on meta and initialised shard by shard: the same weights
     assert [n for n in ref_init if not torch.equal(layouts[name]["init"][n], ref_init[n])] == []
+
+
+@pytest.mark.e2e
+def test_ep_cli_epoch_with_a_resume_equals_one_process(tmp_path: Path) -> None:
+    """`fsdp_train.py --ep 2` on 2 ranks, stopped at step 3 and resumed from its DCP checkpoint (experts
+    saved whole: (E, F, D)), through the epoch to the HF export: one process's losses and export."""
+    from safetensors.torch import load_file
+
+    from tests.support.trainer_inputs import read_jsonl, synthetic_run_inputs, torchrun
+    from trainer.fsdp_train import TrainConfig, train
+    from trainer.optim import OptimConfig
+
+    shards, tok = synthetic_run_inputs(tmp_path, vocab=VOCAB, n_docs=30, seq_len=32)
+    moe = ["--moe-experts", "4", "--untied", "--no-bf16"]
+    args = ["trainer/fsdp_train.py", "--shards", str(shards), "--tokenizer", str(tok), "--out", str(tmp_path / "ep"),
+            "--ep", "2", "--micro-batch", "2", "--grad-accum", "2", "--lr", "3e-3", "--log-every", "1",
+            "--no-verify-shards", *moe]  # fmt: skip
+    torchrun([*args, "--max-steps", "3", "--checkpoint-every", "3"], nproc=2, timeout=300)
+    torchrun([*args, "--resume"], nproc=2, timeout=300)
+    one = train(
+        TrainConfig(shards=shards, tokenizer=tok, out=tmp_path / "one", micro_batch=2, grad_accum=4, untied=True,
+                    bf16=False, log_every=1, optim=OptimConfig(lr=3e-3), verify_shards=False, device="cpu",
+                    moe_experts=4)  # fmt: skip
+    )
+    losses = [r["loss"] for r in read_jsonl(tmp_path / "ep" / "metrics.jsonl") if "loss" in r]
+    assert len(losses) == one.epoch_steps >= 5
+    np.testing.assert_allclose(losses, [v for _, v in one.losses], rtol=1e-5, atol=0)
+    ep_hf, one_hf = load_file(tmp_path / "ep" / "hf" / "model.safetensors"), load_file(one.hf_dir / "model.safetensors")
+    assert ep_hf.keys() == one_hf.keys()
+    assert max((ep_hf[k] - one_hf[k]).abs().max().item() for k in one_hf) < 1e-5
 
 
 def test_ep_flag_splits_dp_shard_without_growing_the_world() -> None:
