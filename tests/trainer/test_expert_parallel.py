@@ -93,9 +93,20 @@ def test_ep_cli_epoch_with_a_resume_equals_one_process(tmp_path: Path) -> None:
     torchrun([*args, "--max-steps", "3", "--checkpoint-every", "3"], nproc=2, timeout=300)
     torchrun([*args, "--resume"], nproc=2, timeout=300)
     one = train(
-        TrainConfig(shards=shards, tokenizer=tok, out=tmp_path / "one", micro_batch=2, grad_accum=4, untied=True,
-                    bf16=False, log_every=1, optim=OptimConfig(lr=3e-3), verify_shards=False, device="cpu",
-                    moe_experts=4)  # fmt: skip
+        TrainConfig(
+            shards=shards,
+            tokenizer=tok,
+            out=tmp_path / "one",
+            micro_batch=2,
+            grad_accum=4,
+            untied=True,
+            bf16=False,
+            log_every=1,
+            optim=OptimConfig(lr=3e-3),
+            verify_shards=False,
+            device="cpu",
+            moe_experts=4,
+        )  # fmt: skip
     )
     losses = [r["loss"] for r in read_jsonl(tmp_path / "ep" / "metrics.jsonl") if "loss" in r]
     assert len(losses) == one.epoch_steps >= 5
