@@ -82,32 +82,16 @@ def test_ep_cli_epoch_with_a_resume_equals_one_process(tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
     from tests.support.trainer_inputs import read_jsonl, synthetic_run_inputs, torchrun
-    from trainer.fsdp_train import TrainConfig, train
-    from trainer.optim import OptimConfig
+    from trainer.fsdp_train import train
 
     shards, tok = synthetic_run_inputs(tmp_path, vocab=VOCAB, n_docs=30, seq_len=32)
-    moe = ["--moe-experts", "4", "--untied", "--no-bf16"]
-    args = ["trainer/fsdp_train.py", "--shards", str(shards), "--tokenizer", str(tok), "--out", str(tmp_path / "ep"),
-            "--ep", "2", "--micro-batch", "2", "--grad-accum", "2", "--lr", "3e-3", "--log-every", "1",
-            "--no-verify-shards", *moe]  # fmt: skip
-    torchrun([*args, "--max-steps", "3", "--checkpoint-every", "3"], nproc=2, timeout=300)
-    torchrun([*args, "--resume"], nproc=2, timeout=300)
-    one = train(
-        TrainConfig(
-            shards=shards,
-            tokenizer=tok,
-            out=tmp_path / "one",
-            micro_batch=2,
-            grad_accum=4,
-            untied=True,
-            bf16=False,
-            log_every=1,
-            optim=OptimConfig(lr=3e-3),
-            verify_shards=False,
-            device="cpu",
-            moe_experts=4,
-        )  # fmt: skip
-    )
+    common = ["--shards", str(shards), "--tokenizer", str(tok), "--micro-batch", "2", "--lr", "3e-3",
+              "--log-every", "1", "--no-verify-shards", "--moe-experts", "4", "--untied", "--no-bf16"]  # fmt: skip
+    ep = ["trainer/fsdp_train.py", *common, "--out", str(tmp_path / "ep"), "--ep", "2", "--grad-accum", "2"]
+    torchrun([*ep, "--max-steps", "3", "--checkpoint-every", "3"], nproc=2, timeout=300)
+    torchrun([*ep, "--resume"], nproc=2, timeout=300)
+    # the same global batch in one process: twice the accumulation
+    one = train(parse_args([*common, "--out", str(tmp_path / "one"), "--grad-accum", "4", "--device", "cpu"]))
     losses = [r["loss"] for r in read_jsonl(tmp_path / "ep" / "metrics.jsonl") if "loss" in r]
     assert len(losses) == one.epoch_steps >= 5
     np.testing.assert_allclose(losses, [v for _, v in one.losses], rtol=1e-5, atol=0)
