@@ -15,6 +15,7 @@ from torch import nn
 from trainer.config import ModelConfig
 from trainer.context_parallel import check_supported, sharded_sequences
 from trainer.distributed import DistInfo, all_reduce_mean
+from trainer.expert_parallel import check_expert_parallel
 from trainer.materialize import build_sharded
 from trainer.model import Transformer, lm_loss
 from trainer.moe import MoEStepStats, finish_step, set_aux_scale
@@ -62,6 +63,7 @@ class TrainEngine:
         check_supported(dist_info.dims.cp, model_cfg, pp=dist_info.dims.pp, document_masking=document_eot is not None)
         if model_cfg.moe_experts and (dist_info.dims.tp > 1 or dist_info.dims.pp > 1):
             raise ValueError("a mixture-of-experts model trains under FSDP / HSDP layouts only (--tp 1 --pp 1)")
+        check_expert_parallel(model_cfg.moe_experts, dist_info.dims.ep)
         self.cp = dist_info.dims.cp > 1  # context parallel: each cp rank runs a slice of every sequence
         self.forward_kw = {} if document_eot is None else {"document_eot": document_eot}  # document masking
         param_dtype = torch.bfloat16 if bf16 else None

@@ -23,6 +23,7 @@ assignments, the auxiliary loss) accumulate over a step's micro-batches in `Rout
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -46,14 +47,39 @@ class _AddAuxLoss(torch.autograd.Function):
         return grad, aux_grad, None
 
 
+ExpertCompute = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# (rows sorted by expert, rows per expert (E,), the experts' compute) -> the rows' outputs, same order
+Exchange = Callable[[torch.Tensor, torch.Tensor, "Experts"], torch.Tensor]
+
+
+def grouped_swiglu(
+    xs: torch.Tensor, counts: list[int], w1: torch.Tensor, w3: torch.Tensor, w2: torch.Tensor
+) -> torch.Tensor:
+    """Rows `xs` sorted by expert, `counts[e]` of them for expert e of the stacked weights: each group
+    through its SwiGLU. Empty groups still touch their weights (a zero gradient), so every rank's
+    experts get a gradient whatever the routing sent them (FSDP reduces the same tensors everywhere)."""
+    outs, start = [], 0
+    for e, count in enumerate(counts):
+        rows = xs[start : start + count]
+        start += count
+        outs.append((F.silu(rows @ w1[e].t()) * (rows @ w3[e].t())) @ w2[e].t())
+    return torch.cat(outs) if outs else xs
+
+
 class Experts(nn.Module):
-    """E SwiGLU experts as stacked weights: w1, w3 (E, F, D), w2 (E, D, F) (torchtitan's GroupedExperts)."""
+    """E SwiGLU experts as stacked weights: w1, w3 (E, F, D), w2 (E, D, F) (torchtitan's GroupedExperts).
+
+    `exchange` is where the sorted rows go to be computed: None runs every expert here; expert parallel
+    (`trainer.expert_parallel`) sets an all-to-all to the ranks holding each expert and back.
+    """
 
     def __init__(self, n_experts: int, dim: int, hidden: int) -> None:
         super().__init__()
+        self.n_experts = n_experts
         self.w1 = nn.Parameter(torch.empty(n_experts, hidden, dim))
         self.w3 = nn.Parameter(torch.empty(n_experts, hidden, dim))
         self.w2 = nn.Parameter(torch.empty(n_experts, dim, hidden))
+        self.exchange: Exchange | None = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -61,26 +87,20 @@ class Experts(nn.Module):
         for w in (self.w1, self.w3, self.w2):
             nn.init.normal_(w, std=0.02)
 
+    def compute(self, xs: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        """The experts held here on rows sorted by (local) expert, `counts` rows each."""
+        return grouped_swiglu(xs, counts.tolist(), self.w1, self.w3, self.w2)
+
     def forward(self, x: torch.Tensor, index: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """x (N, D); index, weight (N, k): sum_j weight[:, j] * expert_{index[:, j]}(x). An index of E
         (a dropped assignment) contributes nothing."""
-        out = torch.zeros_like(x)
-        n_experts = self.w1.shape[0]
         flat_index, flat_weight = index.flatten(), weight.flatten()
         token = torch.arange(x.shape[0], device=x.device).repeat_interleave(index.shape[1])
-        order = torch.argsort(flat_index, stable=True)
-        counts = torch.bincount(flat_index, minlength=n_experts + 1)[:n_experts].tolist()
-        start = 0
-        for e, count in enumerate(counts):
-            if count == 0:
-                continue
-            rows = order[start : start + count]
-            start += count
-            xs = x[token[rows]]
-            h = F.silu(xs @ self.w1[e].t()) * (xs @ self.w3[e].t())
-            y = (h @ self.w2[e].t()) * flat_weight[rows, None].to(x.dtype)
-            out.index_add_(0, token[rows], y)
-        return out
+        counts = torch.bincount(flat_index, minlength=self.n_experts + 1)[: self.n_experts]
+        rows = torch.argsort(flat_index, stable=True)[: int(counts.sum())]  # the dropped (index E) sort last
+        xs = x[token[rows]]
+        ys = self.compute(xs, counts) if self.exchange is None else self.exchange(xs, counts, self)
+        return torch.zeros_like(x).index_add_(0, token[rows], ys * flat_weight[rows, None].to(x.dtype))
 
 
 @dataclass

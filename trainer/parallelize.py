@@ -20,7 +20,8 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
-from trainer.mesh import fsdp_mesh
+from trainer.expert_parallel import apply_ep, shard_experts
+from trainer.mesh import ep_enabled, expert_fsdp_mesh, fsdp_mesh
 from trainer.model import Transformer
 from trainer.pipeline_parallel import Pipeline, PipelineParts
 from trainer.tensor_parallel import apply_tp, tp_enabled
@@ -73,17 +74,21 @@ def apply_fsdp(
     param_dtype: torch.dtype | None,
     reduce_dtype: torch.dtype = torch.float32,
     roots: list[nn.Module] | None = None,
+    experts: DeviceMesh | None = None,
 ) -> nn.Module:
     """fully_shard each block, then the root(s): the model (embeddings, final norm, head), or each stage.
 
     The last block is not resharded after forward: backward starts with it, so gathering it again
     would be wasted communication. Under PP (`roots` = the stages) no block is (torchtitan's
-    default): each micro-batch would gather it again.
+    default): each micro-batch would gather it again. Under EP, `experts` is the experts' FSDP mesh:
+    each block's experts are sharded on it first (`trainer.expert_parallel`).
     """
     mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
     blocks = list(model.layers.children())
     for i, block in enumerate(blocks):
         reshard = roots is None and i < len(blocks) - 1
+        if experts is not None:
+            shard_experts(block, experts, mp, reshard)
         fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
     for root in roots or [model]:
         fully_shard(root, mesh=mesh, mp_policy=mp, reshard_after_forward=False)
@@ -99,19 +104,23 @@ def parallelize(
     param_dtype: torch.dtype | None = torch.bfloat16,
     pipeline: Pipeline | None = None,
 ) -> nn.Module:
-    """TP (when the mesh's `tp` > 1) -> [PP cut] -> AC -> compile -> fully_shard on the dp dims.
+    """TP (when the mesh's `tp` > 1) or EP (`ep` > 1) -> [PP cut] -> AC -> compile -> fully_shard on the dp dims.
 
     `mesh` is the job's named mesh (`DistInfo.mesh`). Returns the sharded root, or under PP this
     rank's `PipelineParts` (its stages' modules, the full model's parameter names).
     """
     if tp_enabled(mesh):
         apply_tp(model, mesh["tp"])
+    experts = None
+    if ep_enabled(mesh):
+        apply_ep(model, mesh["ep"])
+        experts = expert_fsdp_mesh(mesh)
     target: Transformer | PipelineParts = model if pipeline is None else pipeline.cut(model)
     apply_activation_checkpointing(target, ac)
     if compile:
         apply_compile(target)
     roots = None if pipeline is None else pipeline.make_stages(target)  # type: ignore[arg-type]
-    return apply_fsdp(target, fsdp_mesh(mesh), param_dtype=param_dtype, roots=roots)
+    return apply_fsdp(target, fsdp_mesh(mesh), param_dtype=param_dtype, roots=roots, experts=experts)
 
 
 def set_gradient_sync(model: nn.Module, sync: bool) -> None:

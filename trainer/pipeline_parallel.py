@@ -195,18 +195,24 @@ class Pipeline:
 
 
 def clip_grad_norm(parameters: list[nn.Parameter], max_norm: float, pp_mesh: DeviceMesh | None) -> torch.Tensor:
-    """Clip by the norm over the whole model: under PP each rank holds only its stages' gradients."""
-    if pp_mesh is None:
+    """Clip by the norm over the whole model: under PP each rank holds only its stages' gradients; under
+    EP the experts' gradients live on another mesh than the dense ones (norms taken per mesh, combined)."""
+    by_mesh: dict[object, list[nn.Parameter]] = {}
+    for p in parameters:
+        by_mesh.setdefault(p.device_mesh if isinstance(p, DTensor) else None, []).append(p)
+    if pp_mesh is None and len(by_mesh) == 1:
         norm = torch.nn.utils.clip_grad_norm_(parameters, max_norm)
         return norm.full_tensor() if isinstance(norm, DTensor) else norm
-    grads = [p.grad for p in parameters if p.grad is not None]
-    norm = torch.nn.utils.get_total_norm(grads)
-    if isinstance(norm, DTensor):
-        norm = norm.full_tensor()
-    squared = norm.pow(2)
-    dist.all_reduce(squared, group=pp_mesh.get_group())
+    squares = []
+    for group in by_mesh.values():
+        norm = torch.nn.utils.get_total_norm([p.grad for p in group if p.grad is not None])
+        squares.append((norm.full_tensor() if isinstance(norm, DTensor) else norm).pow(2))
+    squared = torch.stack(squares).sum()
+    if pp_mesh is not None:
+        dist.all_reduce(squared, group=pp_mesh.get_group())
     norm = squared.sqrt()
-    torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, norm)
+    for group in by_mesh.values():
+        torch.nn.utils.clip_grads_with_norm_(group, max_norm, norm)
     return norm
 
 

@@ -101,6 +101,7 @@ class TrainConfig:
     tp: int = 1  # tensor + sequence parallel degree (within a node)
     pp: int = 1  # pipeline stages
     cp: int = 1  # context parallel degree (ring attention; CUDA only)
+    ep: int = 1  # expert parallel degree: a split of dp_shard (MoE models)
     pp_schedule: PPSchedule = "1F1B"
 
     def check(self) -> None:
@@ -228,6 +229,8 @@ HELP: dict[str, str] = {
     "tp": "tensor + sequence parallel degree (within a node)",
     "pp": "pipeline stages",
     "cp": "context parallel degree (ring attention; CUDA only)",
+    "ep": "expert parallel degree (MoE): the experts split over this many of the dp_shard ranks, tokens sent "
+    "to them by all-to-all; must divide dp_shard and the expert count",
     "pp_schedule": "pipeline schedule (with --pp > 1)",
     "log_to": "tensorboard: every metrics.jsonl record's numeric fields also as TensorBoard scalars in "
     "OUT/tensorboard/ (rank 0)",
