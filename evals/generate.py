@@ -30,7 +30,7 @@ from evals.gsm8k import GSM8KDataError, Problem, read_problems, score
 from evals.models import ModelLoadError, pick_device, resolve_model_dir
 from tokenizer.chat import ASSISTANT, END, USER
 from tokenizer.model import EOT
-from trainer.model import Transformer, apply_rope
+from trainer.model import Transformer
 
 
 @dataclass(frozen=True)
@@ -98,13 +98,7 @@ def forward_cached(model: Transformer, tokens: torch.Tensor, cache: KVCache) -> 
     cos, sin = model.rope_cos[start : start + t].to(h.dtype), model.rope_sin[start : start + t].to(h.dtype)
     for i, layer in enumerate(model.layers):
         attn, x = layer.attention, layer.attention_norm(h)
-        q = attn.wq(x).view(1, t, attn.n_heads, attn.head_dim)
-        k = attn.wk(x).view(1, t, attn.n_kv_heads, attn.head_dim)
-        v = attn.wv(x).view(1, t, attn.n_kv_heads, attn.head_dim)
-        if attn.q_norm is not None and attn.k_norm is not None:
-            q, k = attn.q_norm(q), attn.k_norm(k)
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k, v = attn.project(x, cos, sin)
         k, v = cache.extend(i, k, v)
         gqa = attn.n_kv_heads != attn.n_heads
         y = F.scaled_dot_product_attention(q, k, v, is_causal=start == 0 and t > 1, enable_gqa=gqa)

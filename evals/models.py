@@ -81,17 +81,9 @@ def block_step(
     """One block of our Transformer (`trainer.model.Block`'s maths) whose attention also sees `past` keys and
     values (B, kv_heads, t0, head_dim) before the new ones; causal when neither `past` nor `mask` is given.
     Returns the block's output and this step's own keys and values (to cache)."""
-    from trainer.model import apply_rope
-
     attn, x = layer.attention, layer.attention_norm(h)
     b, t, _ = x.shape
-    q = attn.wq(x).view(b, t, attn.n_heads, attn.head_dim)
-    k = attn.wk(x).view(b, t, attn.n_kv_heads, attn.head_dim)
-    v = attn.wv(x).view(b, t, attn.n_kv_heads, attn.head_dim)
-    if attn.q_norm is not None and attn.k_norm is not None:
-        q, k = attn.q_norm(q), attn.k_norm(k)
-    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    q, k, v = attn.project(x, cos, sin)
     keys, values = (k, v) if past is None else (torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2))
     causal = past is None and mask is None and t > 1
     y = torch.nn.functional.scaled_dot_product_attention(

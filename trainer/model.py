@@ -84,17 +84,25 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
 
-    def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def project(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys and values (B, heads, T, hd), normed and rotated: shared with the evaluators' cached
+        attention (`evals.models.block_step`) so the two cannot drift apart."""
         b, t, _ = x.shape
         q = self.wq(x).view(b, t, self.n_heads, self.head_dim)
         k = self.wk(x).view(b, t, self.n_kv_heads, self.head_dim)
         v = self.wv(x).view(b, t, self.n_kv_heads, self.head_dim)
         if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, T, hd)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        b, t, _ = x.shape
+        q, k, v = self.project(x, cos, sin)
         gqa = self.n_kv_heads != self.n_heads
         if mask is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
