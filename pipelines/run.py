@@ -240,6 +240,13 @@ def run_dedup(args: argparse.Namespace, recipe: Recipe, layout: RunLayout, again
     return {name: run_stage(args, layout, name, steps, n_tasks) for name, steps, n_tasks in stages}
 
 
+def curated_any(layout: RunLayout) -> bool:
+    """Whether curation wrote any document file (a recipe that drops every page writes none)."""
+    from dedup.pipeline import count_input_files
+
+    return count_input_files(str(layout.curated)) > 0
+
+
 def print_summary(layout: RunLayout, stats: dict, report: Path) -> None:
     """What the reader saw, the report's table of documents and tokens per step, and where everything is."""
     from pipelines.report.data import reader_counters
@@ -323,7 +330,10 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
         layout = prepare_run(recipe, source, out, argv, against)
         children_die_with_me()  # a SIGKILLed run leaves no Manager server, pool worker or sandbox behind
         tasks = {"curate": run_curate(args, recipe, source, layout)}
-        if recipe.dedup.enabled and not args.no_dedup:
+        kept_any = curated_any(layout)
+        if not kept_any:  # the dedup readers (datatrove's) stop at an empty folder; there is nothing to compare
+            print("curation kept no documents: deduplication skipped", file=sys.stderr)
+        elif recipe.dedup.enabled and not args.no_dedup:
             tasks.update(run_dedup(args, recipe, layout, against))
         from pipelines.report import add_evaluation, write_report
         from pipelines.stats import merge_run_stats
@@ -332,6 +342,8 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
             record_cpu(layout.root, "process", process_cpu_seconds())
         stats = merge_run_stats(layout.root, list(tasks), tasks)
         print_summary(layout, stats, write_report(layout.root))
+        if knobs is not None and not kept_any:
+            raise ConfigError("--train: curation kept no documents: no tokenizer or model can be trained on them")
         if knobs is not None:
             from pipelines.chain import print_chain, run_chain
 

@@ -34,6 +34,16 @@ def step_id(name: str) -> str:
     return name.split(": ", 1)[-1]
 
 
+def kept(counters: dict) -> float | None:
+    """Documents a step passed on. datatrove counts ``forwarded`` only once one is, so a filter that dropped
+    every document it saw has ``total`` and ``dropped`` alone: it kept ``total - dropped`` (0), not nothing."""
+    if "forwarded" in counters:
+        return counters["forwarded"]
+    if "total" in counters and "dropped" in counters:
+        return counters["total"] - counters["dropped"]
+    return None
+
+
 def summarize_step(step: dict) -> dict:
     """``{id, name, in, kept, dropped, dropped_by_reason, counters, time_s}`` from a datatrove step dict."""
     counters = {k: _total(v) for k, v in step["stats"].items() if k not in METRICS}
@@ -44,7 +54,7 @@ def summarize_step(step: dict) -> dict:
         "id": step_id(step["name"]),
         "name": step["name"],
         "in": counters.get("total"),
-        "kept": counters.get("forwarded"),
+        "kept": kept(counters),
         "dropped": counters.get("dropped"),
         "dropped_by_reason": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
         "counters": others,
