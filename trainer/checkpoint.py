@@ -8,6 +8,14 @@ previous checkpoint stays the latest loadable one.
 Before the rename rank 0 writes `checksums.json` (the sha256 of every file), and loading verifies it,
 and unpickles `.metadata` through an allowlist, before anything else: see `checkpoint_trust.py` for
 what loading a checkpoint trusts.
+
+With `background=True` (`--async-checkpoint`) a save copies the state to CPU memory (DCP's
+`async_save` stager) and returns; the ranks write their shards from a thread, over a gloo group of
+their own so its collectives never interleave with the training step's. Rank 0 commits (checksums,
+rename) only once DCP's write is complete on every rank: its future resolves after the coordinator
+gathered all ranks' write results and wrote `.metadata`. At most one save is in flight: the next save,
+a load and `finish()` (the end of the run) wait for it. A kill before the commit leaves a `.tmp`, as
+with a synchronous save.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import json
 import os
 import re
 import shutil
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +55,16 @@ def set_rng_state(state: dict[str, torch.Tensor]) -> None:
 
 
 class Checkpointer:
-    """Save / find / load checkpoints under `root`, keeping the newest `keep`."""
+    """Save / find / load checkpoints under `root`, keeping the newest `keep`; `background`: saves are
+    written while training goes on (see the module docstring)."""
 
-    def __init__(self, root: Path, keep: int = 2) -> None:
+    def __init__(self, root: Path, keep: int = 2, background: bool = False) -> None:
         if keep < 1:
             raise ValueError("keep must be >= 1")
-        self.root, self.keep = Path(root), keep
+        self.root, self.keep, self.background = Path(root), keep, background
+        self._pending: Future[Any] | None = None  # the save in flight (rank 0: its write and commit)
+        self._writer_group: dist.ProcessGroup | None = None
+        self._committer: ThreadPoolExecutor | None = None
 
     def complete(self) -> list[Path]:
         """Committed checkpoints, oldest first."""
@@ -79,6 +92,7 @@ class Checkpointer:
     ) -> Path:
         """Collective: all ranks call it. `meta` (model config, tokenizer) goes to trainer_state.json
         so a checkpoint directory can be exported on its own. Returns the committed directory."""
+        self.finish()  # one save in flight at most: the previous one is committed before this one starts
         rank = dist.get_rank()
         final = self.root / f"step_{step:09d}"
         tmp = final.with_name(final.name + ".tmp")
@@ -91,24 +105,57 @@ class Checkpointer:
         state["scheduler"] = scheduler.state_dict()
         state["data"] = data_state
         state[f"rng_rank{rank}"] = rng_state()
+        record = {"step": step, "data": data_state, "world_size": dist.get_world_size(), **(meta or {})}
+        if self.background:
+            self._save_in_background(state, tmp, final, record)
+            return final
         dcp.save(state, checkpoint_id=tmp)
         dist.barrier()
         if rank == 0:
-            (tmp / TRAINER_STATE).write_text(
-                json.dumps(
-                    {"step": step, "data": data_state, "world_size": dist.get_world_size(), **(meta or {})},
-                    indent=1,
-                )
-            )
-            write_checksums(tmp)
-            if final.exists():  # re-saving a step (e.g. after a resume) replaces it
-                shutil.rmtree(final)
-            os.replace(tmp, final)
-            _fsync_dir(self.root)
-            for old in self.complete()[: -self.keep]:
-                shutil.rmtree(old, ignore_errors=True)
+            self._commit(tmp, final, record)
         dist.barrier()
         return final
+
+    def _save_in_background(self, state: dict[str, Any], tmp: Path, final: Path, record: dict[str, Any]) -> None:
+        if self._writer_group is None:  # collective, like every save: all ranks create it together
+            self._writer_group = dist.new_group(backend="gloo")
+        written = dcp.async_save(state, checkpoint_id=tmp, process_group=self._writer_group)  # state copied
+        if dist.get_rank() != 0:
+            self._pending = written
+            return
+        if self._committer is None:
+            self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-commit")
+
+        def commit() -> None:
+            written.result()  # every rank's shards and .metadata are on disk
+            self._commit(tmp, final, record)
+
+        self._pending = self._committer.submit(commit)
+
+    def _commit(self, tmp: Path, final: Path, record: dict[str, Any]) -> None:
+        """Rank 0, once every rank's shards are written: the manifest, then the atomic rename."""
+        (tmp / TRAINER_STATE).write_text(json.dumps(record, indent=1))
+        write_checksums(tmp)
+        if final.exists():  # re-saving a step (e.g. after a resume) replaces it
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _fsync_dir(self.root)
+        for old in self.complete()[: -self.keep]:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def finish(self) -> None:
+        """Collective: wait until the save in flight (if any) is written and committed on every rank."""
+        if self._pending is None:
+            return
+        pending, self._pending = self._pending, None
+        failed: BaseException | None = None
+        try:
+            pending.result()
+        except Exception as err:  # still meet the others at the barrier, then raise
+            failed = err
+        dist.barrier()
+        if failed is not None:
+            raise failed
 
     def load(
         self,
@@ -122,6 +169,7 @@ class Checkpointer:
 
         `data_template` names the data-state keys to read (DCP loads what the caller asks for).
         """
+        self.finish()
         rank = dist.get_rank()
         verify_on_rank0(path)
         saved_keys = set(SafeFileSystemReader(path).read_metadata().state_dict_metadata)

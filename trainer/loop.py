@@ -18,6 +18,7 @@ from typing import Any
 from tqdm import tqdm
 
 from common.lock import FolderUnavailable
+from common.storage import is_remote
 from evals.tasks import Task, load_tasks
 from trainer.checkpoint import TRAINER_STATE, Checkpointer
 from trainer.distributed import DistInfo, init_distributed, rank0_verdict, shutdown
@@ -57,6 +58,9 @@ class TrainResult:
 
 def train(cfg: TrainConfig) -> TrainResult:
     """Run (or resume) the epoch; collective over the current torchrun job, or one rank in-process."""
+    if cfg.async_checkpoint and is_remote(str(cfg.out)):  # before anything is fetched, locked or written
+        raise ValueError("--async-checkpoint needs a local (or shared filesystem) --out: a store --out uploads "
+                         "and commits each checkpoint synchronously; drop one of the two")  # fmt: skip
     info = init_distributed(cfg.device, ParallelDims.of(cfg))
     try:
         with staged(cfg, info) as (local_cfg, store):  # URL inputs/outputs: local copies (trainer/store.py)
@@ -178,7 +182,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
     plan, loader = data.plan, data.loader
     engine = _build_engine(cfg, info, data)
     keep = cfg.keep_checkpoints
-    ckpt = Checkpointer(out / "checkpoints", keep) if store is None else store.checkpointer(keep)
+    ckpt = Checkpointer(out / "checkpoints", keep, cfg.async_checkpoint) if store is None else store.checkpointer(keep)
     meta = _run_meta(cfg, data) if store is None else store.name_origins(_run_meta(cfg, data))
     guard = _spike_guard(cfg)
     loss_scales = injected_loss_scales()
@@ -238,6 +242,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
     def roll_back(step: int) -> None:
         """Reload the last checkpoint's weights, optimizer and schedule; keep the data position."""
         assert guard is not None
+        ckpt.finish()  # a save in flight is the latest checkpoint once committed
         target = ckpt.latest()
         if target is None:
             raise RuntimeError(
@@ -294,6 +299,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
         evaluate(step)
     if last_saved != step:
         save(step)
+    ckpt.finish()  # --async-checkpoint: the last save committed before the export and the result
     hf_dir = None
     if cfg.export_hf and step == plan.steps:
         tokenizer = {"tokenizer": data.tokenizer_file, "eos_id": data.eos_id, "bos_id": data.bos_id}

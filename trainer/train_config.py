@@ -76,6 +76,7 @@ class TrainConfig:
     val_batches: int = 8
     checkpoint_every: int = 100
     keep_checkpoints: int = 2
+    async_checkpoint: bool = False  # write checkpoints while training goes on (trainer.checkpoint)
     resume: bool = False
     overwrite: bool = False  # --out with a previous run: refused unless --resume or --overwrite (trainer.rerun)
     stop_file: Path | None = None  # checkpoint and stop once this file appears (trainer.preemption)
@@ -198,6 +199,9 @@ HELP: dict[str, str] = {
     "val_batches": "micro-batches per rank in each validation loss",
     "checkpoint_every": "save a sharded checkpoint every N steps (and always at the end); 0: only at the end",
     "keep_checkpoints": "keep the newest N checkpoints",
+    "async_checkpoint": "write each checkpoint in the background (DCP async_save: the state is copied to CPU "
+    "memory, training goes on); it is committed (checksums.json, rename) once every rank's write is complete, "
+    "and the next save or the end of the run waits for it. Local or shared-filesystem --out only",
     "resume": "continue the run in --out from its newest checkpoint (same shards and batch)",
     "stop_file": "checkpoint the current step and stop once this file appears (trainer.slurm's preemption signal)",
     "overwrite": "remove the previous run's outputs in --out (metrics, config, checkpoints, hf/) and start at step 0",
