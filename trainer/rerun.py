@@ -16,7 +16,8 @@ from pathlib import Path
 from common.lock import LOCK_NAME, FolderLock
 
 # Everything a run writes under --out (trainer/loop.py, metrics.py, profiling.py); --overwrite removes these only.
-RUN_OUTPUTS = ("metrics.jsonl", "run_config.json", "checkpoints", "hf", "data_indices", "profile")
+RUN_OUTPUTS = ("metrics.jsonl", "run_config.json", "checkpoints", "hf", "data_indices", "profile", "tensorboard",
+               "wandb")  # fmt: skip
 
 
 class OutputInUse(ValueError):

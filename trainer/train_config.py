@@ -66,7 +66,7 @@ class TrainConfig:
     ac: ACMode = "none"
     compile: bool = False
     log_every: int = 10
-    log_to: str | None = None  # "tensorboard": the metrics records also as TensorBoard scalars (trainer.metric_sinks)
+    log_to: str | None = None  # "tensorboard,wandb": the records also to TensorBoard / W&B (trainer.metric_sinks)
     eval_every: int = 0
     eval_task: list[str] = field(default_factory=list)  # NAME=PATH as `evals.run --task` (trainer.eval_tasks)
     eval_limit: int | None = None
@@ -236,8 +236,8 @@ HELP: dict[str, str] = {
     "ep": "expert parallel degree (MoE): the experts split over this many of the dp_shard ranks, tokens sent "
     "to them by all-to-all; must divide dp_shard and the expert count",
     "pp_schedule": "pipeline schedule (with --pp > 1)",
-    "log_to": "tensorboard: every metrics.jsonl record's numeric fields also as TensorBoard scalars in "
-    "OUT/tensorboard/ (rank 0)",
+    "log_to": "tensorboard,wandb: every metrics.jsonl record's numeric fields also as TensorBoard scalars in "
+    "OUT/tensorboard/ and/or a Weights & Biases run in OUT/wandb/ (offline unless WANDB_MODE=online; rank 0)",
 }
 
 
