@@ -130,13 +130,17 @@ def test_injected_spikes_are_skipped_recorded_and_the_run_finishes(
     assert spiky.losses[:2] == clean_losses[:2]  # identical until the first spike
 
 
+@pytest.mark.parametrize(
+    "background", [False, pytest.param(True, marks=pytest.mark.e2e)], ids=["sync", "async_checkpoint"]
+)
 def test_a_streak_of_spikes_rolls_back_to_the_last_checkpoint(
-    inputs: tuple[Path, Path, Path], clean: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    inputs: tuple[Path, Path, Path], clean: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, background: bool
 ) -> None:
     root, shards, tok = inputs
     monkeypatch.setenv(INJECT_ENV, "5:nan,6:nan")
-    out = root / "rollback"
-    result = train(_cfg(shards, tok, out, checkpoint_every=3, keep_checkpoints=20, spike_rollback_after=2))
+    out = root / f"rollback_{background}"
+    ckpt = {"checkpoint_every": 3, "keep_checkpoints": 20, "async_checkpoint": background}
+    result = train(_cfg(shards, tok, out, **ckpt, spike_rollback_after=2))
     assert result.steps_done == result.epoch_steps
     records = read_jsonl(out / "metrics.jsonl")
     rollbacks = [r for r in records if "rollback" in r]
