@@ -63,6 +63,7 @@ class Checkpointer:
             raise ValueError("keep must be >= 1")
         self.root, self.keep, self.background = Path(root), keep, background
         self._pending: Future[Any] | None = None  # the save in flight (rank 0: its write and commit)
+        self._pending_final: Path | None = None
         self._writer_group: dist.ProcessGroup | None = None
         self._committer: ThreadPoolExecutor | None = None
 
@@ -114,12 +115,18 @@ class Checkpointer:
         if rank == 0:
             self._commit(tmp, final, record)
         dist.barrier()
+        self.after_commit(final)
         return final
+
+    def after_commit(self, final: Path) -> None:
+        """Collective, once `final` is committed (a background save: when it is waited for); the store's
+        checkpointer uploads it there."""
 
     def _save_in_background(self, state: dict[str, Any], tmp: Path, final: Path, record: dict[str, Any]) -> None:
         if self._writer_group is None:  # collective, like every save: all ranks create it together
             self._writer_group = dist.new_group(backend="gloo")
         written = dcp.async_save(state, checkpoint_id=tmp, process_group=self._writer_group)  # state copied
+        self._pending_final = final
         if dist.get_rank() != 0:
             self._pending = written
             return
@@ -156,6 +163,8 @@ class Checkpointer:
         dist.barrier()
         if failed is not None:
             raise failed
+        assert self._pending_final is not None
+        self.after_commit(self._pending_final)
 
     def load(
         self,

@@ -18,7 +18,6 @@ from typing import Any
 from tqdm import tqdm
 
 from common.lock import FolderUnavailable
-from common.storage import is_remote
 from evals.tasks import Task, load_tasks
 from trainer.checkpoint import TRAINER_STATE, Checkpointer
 from trainer.distributed import DistInfo, init_distributed, rank0_verdict, shutdown
@@ -58,9 +57,6 @@ class TrainResult:
 
 def train(cfg: TrainConfig) -> TrainResult:
     """Run (or resume) the epoch; collective over the current torchrun job, or one rank in-process."""
-    if cfg.async_checkpoint and is_remote(str(cfg.out)):  # before anything is fetched, locked or written
-        raise ValueError("--async-checkpoint needs a local (or shared filesystem) --out: a store --out uploads "
-                         "and commits each checkpoint synchronously; drop one of the two")  # fmt: skip
     info = init_distributed(cfg.device, ParallelDims.of(cfg))
     try:
         with staged(cfg, info) as (local_cfg, store):  # URL inputs/outputs: local copies (trainer/store.py)
@@ -181,8 +177,8 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
             log.info("--overwrite: removed the previous run's %s from %s", ", ".join(removed), out)
     plan, loader = data.plan, data.loader
     engine = _build_engine(cfg, info, data)
-    keep = cfg.keep_checkpoints
-    ckpt = Checkpointer(out / "checkpoints", keep, cfg.async_checkpoint) if store is None else store.checkpointer(keep)
+    keep, bg = cfg.keep_checkpoints, cfg.async_checkpoint  # bg: saves written in the background
+    ckpt = Checkpointer(out / "checkpoints", keep, bg) if store is None else store.checkpointer(keep, bg)
     meta = _run_meta(cfg, data) if store is None else store.name_origins(_run_meta(cfg, data))
     guard = _spike_guard(cfg)
     loss_scales = injected_loss_scales()

@@ -110,15 +110,14 @@ class StoreCheckpoints:
 class StoreCheckpointer(Checkpointer):
     """A Checkpointer whose checkpoints are committed on the store; the local root is a per-node staging copy."""
 
-    def __init__(self, root: Path, keep: int, url: str, info: DistInfo) -> None:
-        super().__init__(root, keep)
+    def __init__(self, root: Path, keep: int, url: str, info: DistInfo, background: bool = False) -> None:
+        super().__init__(root, keep, background)
         self.store, self.info = StoreCheckpoints(url), info
 
-    def save(self, step: int, *args: Any, **kwargs: Any) -> Path:
-        """DCP into the scratch (every rank its shards), then upload and commit on the store (collective)."""
-        final = super().save(step, *args, **kwargs)
+    def after_commit(self, final: Path) -> None:
+        """DCP wrote `final` into the scratch (every rank its shards): upload and commit it on the store
+        (collective; with --async-checkpoint at the next save or the end of the run)."""
         self.publish(final)
-        return final
 
     def publish(self, final: Path) -> None:
         rank = self.info.rank
@@ -218,8 +217,9 @@ class StoreRun:
             tokenizer["path"] = join(url, inside.as_posix()) if inside is not None else url
         return {**meta, "train_config": flags, "tokenizer": tokenizer}
 
-    def checkpointer(self, keep: int) -> StoreCheckpointer:
-        return StoreCheckpointer(self.local / "checkpoints", keep, join(self.url, "checkpoints"), self.info)
+    def checkpointer(self, keep: int, background: bool = False) -> StoreCheckpointer:
+        url = join(self.url, "checkpoints")
+        return StoreCheckpointer(self.local / "checkpoints", keep, url, self.info, background)
 
     def publish_records(self) -> None:
         """metrics.jsonl and run_config.json as they are now (rank 0; after each checkpoint and at the end)."""

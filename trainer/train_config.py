@@ -201,7 +201,7 @@ HELP: dict[str, str] = {
     "keep_checkpoints": "keep the newest N checkpoints",
     "async_checkpoint": "write each checkpoint in the background (DCP async_save: the state is copied to CPU "
     "memory, training goes on); it is committed (checksums.json, rename) once every rank's write is complete, "
-    "and the next save or the end of the run waits for it. Local or shared-filesystem --out only",
+    "and the next save or the end of the run waits for it (a store --out: then uploads it)",
     "resume": "continue the run in --out from its newest checkpoint (same shards and batch)",
     "stop_file": "checkpoint the current step and stop once this file appears (trainer.slurm's preemption signal)",
     "overwrite": "remove the previous run's outputs in --out (metrics, config, checkpoints, hf/) and start at step 0",

@@ -193,13 +193,6 @@ def test_two_ranks_async_saves_and_resume_equal_the_synchronous_straight_run(tmp
         verify_checkpoint(tmp_path / run / "checkpoints" / names[-1])
 
 
-def test_async_checkpoint_with_a_store_out_is_refused_before_anything(tmp_path: Path) -> None:
-    cfg = TrainConfig(shards=tmp_path / "shards", tokenizer=tmp_path / "t.json", out="s3://bucket/run",  # type: ignore[arg-type]
-                      async_checkpoint=True)  # fmt: skip
-    with pytest.raises(ValueError, match="--async-checkpoint needs a local"):
-        train(cfg)
-
-
 def test_an_async_save_holds_the_weights_of_its_step_while_training_changes_them(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     cmd = [sys.executable, "-m", "tests.trainer.test_async_checkpoint", "snapshot", str(tmp_path)]

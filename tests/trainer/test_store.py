@@ -48,17 +48,25 @@ def _listing(prefix: str) -> list[str]:
     return sorted(fs.find(prefix))
 
 
-def test_in_process_run_on_the_store_resumes_to_the_local_losses(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
-    """One rank: the bucket's run, stopped and resumed from the bucket, is the local run bit for bit."""
+@pytest.mark.parametrize(
+    "background", [False, pytest.param(True, marks=pytest.mark.e2e)], ids=["sync", "async_checkpoint"]
+)
+def test_in_process_run_on_the_store_resumes_to_the_local_losses(
+    s3: S3Server,  # noqa: F811
+    tmp_path: Path,
+    background: bool,
+) -> None:
+    """One rank: the bucket's run, stopped and resumed from the bucket, is the local run bit for bit (with
+    --async-checkpoint: each checkpoint uploaded once its background write is committed)."""
     shards, tok, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs")
     scratch = tmp_path / "scratch"
     straight = train(_cfg(shards, tok, tmp_path / "local", scratch))
     out = f"s3://{BUCKET}/train"
-    first = train(_cfg(shards_url, tok_url, out, scratch, max_steps=3))
+    first = train(_cfg(shards_url, tok_url, out, scratch, max_steps=3, async_checkpoint=background))
     assert first.steps_done == 3
     committed = StoreCheckpoints(f"{out}/checkpoints").committed()
     assert committed == ["step_000000002", "step_000000003"]
-    rest = train(_cfg(shards_url, tok_url, out, scratch, resume=True))
+    rest = train(_cfg(shards_url, tok_url, out, scratch, resume=True, async_checkpoint=background))
     assert first.losses + rest.losses == straight.losses
     from safetensors.torch import load
 
