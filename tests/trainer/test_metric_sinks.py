@@ -26,20 +26,25 @@ def _scalars(logdir: Path, tag: str) -> dict[int, float]:
     return {e.step: e.value for e in events}
 
 
-def test_tensorboard_events_hold_the_metrics_jsonl_losses_once_per_step(tmp_path: Path) -> None:
-    pytest.importorskip("tensorboard")
+def _stopped_and_resumed(tmp_path: Path, sink: str) -> dict[int, float]:
+    """A run logging to `sink` stopped at step 4 and resumed to 6; metrics.jsonl's losses by step."""
     shards, tok = synthetic_run_inputs(tmp_path, vocab=96, n_docs=40, seq_len=32)
 
     def cfg(**kw: object) -> TrainConfig:
         base = {"micro_batch": 4, "log_every": 1, "verify_shards": False, "bf16": False, "export_hf": False,
-                "max_steps": 6, "optim": OptimConfig(lr=3e-3), "log_to": "tensorboard"}  # fmt: skip
+                "max_steps": 6, "optim": OptimConfig(lr=3e-3), "log_to": sink}  # fmt: skip
         return TrainConfig(shards=shards, tokenizer=tok, out=tmp_path / "run", **{**base, **kw})  # type: ignore[arg-type]
 
     train(cfg(max_steps=4, checkpoint_every=2))
     train(cfg(resume=True))  # from step 4: steps 5, 6 logged (step 4's own record kept from the first run)
-    records = [r for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "loss" in r]
-    expected = {r["step"]: r["loss"] for r in records}
+    expected = {r["step"]: r["loss"] for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "loss" in r}
     assert sorted(expected) == [1, 2, 3, 4, 5, 6]
+    return expected
+
+
+def test_tensorboard_events_hold_the_metrics_jsonl_losses_once_per_step(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    expected = _stopped_and_resumed(tmp_path, "tensorboard")
     got = _scalars(tmp_path / "run" / "tensorboard", "loss")
     assert got == pytest.approx(expected, rel=1e-7)  # TensorBoard stores float32
     assert set(_scalars(tmp_path / "run" / "tensorboard", "grad_norm")) == set(expected)
@@ -87,16 +92,7 @@ def test_wandb_offline_run_holds_the_metrics_jsonl_losses_once_per_step(
     import psutil
 
     monkeypatch.delenv("WANDB_MODE", raising=False)  # the default: offline, nothing leaves the machine
-    shards, tok = synthetic_run_inputs(tmp_path, vocab=96, n_docs=40, seq_len=32)
-
-    def cfg(**kw: object) -> TrainConfig:
-        base = {"micro_batch": 4, "log_every": 1, "verify_shards": False, "bf16": False, "export_hf": False,
-                "max_steps": 6, "optim": OptimConfig(lr=3e-3), "log_to": "wandb"}  # fmt: skip
-        return TrainConfig(shards=shards, tokenizer=tok, out=tmp_path / "run", **{**base, **kw})  # type: ignore[arg-type]
-
-    train(cfg(max_steps=4, checkpoint_every=2))
-    train(cfg(resume=True))
-    expected = {r["step"]: r["loss"] for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "loss" in r}
+    expected = _stopped_and_resumed(tmp_path, "wandb")
     ids, rows = _wandb_history(tmp_path / "run")
     assert len(list((tmp_path / "run" / "wandb").glob("offline-run-*"))) == 2 and len(ids) == 1  # one run, resumed
     steps = [row["_step"] for row in rows if "loss" in row]
