@@ -81,6 +81,23 @@ def snapshot_worker(root: Path) -> None:
     (root / "result.json").write_text(json.dumps({"equals_step_2": same, "equals_live": live}))
 
 
+def resume_worker(root: Path) -> None:
+    """After the kill: resume from the latest checkpoint, save the next one (which removes the stale .tmp)."""
+    from trainer.checkpoint import Checkpointer
+    from trainer.distributed import init_distributed
+
+    init_distributed("cpu")
+    model, optimizer, scheduler = _model_and_optimizer()
+    ckpt = Checkpointer(root / "checkpoints", keep=2, background=True)
+    latest = ckpt.latest()
+    assert latest is not None
+    data = ckpt.load(latest, model, optimizer, scheduler, {"consumed_samples": 0})
+    _step(model, optimizer)
+    ckpt.save(3, model, optimizer, scheduler, {"consumed_samples": 3})
+    ckpt.finish()
+    (root / "resumed.json").write_text(json.dumps({"from": latest.name, "data": data}))
+
+
 def worker(mode: str, root: Path) -> None:
     """Commit step 2; hold step 4's save at `mode` (write: in the shard write; commit: before the manifest)."""
     import torch.distributed.checkpoint as dcp
@@ -114,7 +131,7 @@ def worker(mode: str, root: Path) -> None:
             (root / TRAINED).write_text(str(steps))
 
 
-@pytest.mark.parametrize("held_in", ["write", "commit"])
+@pytest.mark.parametrize("held_in", ["write", pytest.param("commit", marks=pytest.mark.e2e)])
 def test_a_kill_during_an_async_save_leaves_the_previous_checkpoint(tmp_path: Path, held_in: str) -> None:
     from trainer.checkpoint import Checkpointer
 
@@ -136,6 +153,11 @@ def test_a_kill_during_an_async_save_leaves_the_previous_checkpoint(tmp_path: Pa
     latest = Checkpointer(root).latest()
     assert latest == root / "step_000000002"
     verify_checkpoint(latest)  # complete and intact: the resume point
+    resume = [sys.executable, "-m", "tests.trainer.test_async_checkpoint", "resume", str(tmp_path)]
+    subprocess.run(resume, env=env, check=True, timeout=120)
+    resumed = json.loads((tmp_path / "resumed.json").read_text())
+    assert resumed == {"from": "step_000000002", "data": {"consumed_samples": 2}}
+    assert sorted(p.name for p in root.iterdir()) == ["step_000000002", "step_000000003"]  # the .tmp went
 
 
 def _cfg(tmp: Path, out: str, **kw: object) -> TrainConfig:
@@ -203,5 +225,7 @@ def test_an_async_save_holds_the_weights_of_its_step_while_training_changes_them
 if __name__ == "__main__":
     if sys.argv[1] == "snapshot":
         snapshot_worker(Path(sys.argv[2]))
+    elif sys.argv[1] == "resume":
+        resume_worker(Path(sys.argv[2]))
     else:
         worker(sys.argv[1], Path(sys.argv[2]))
