@@ -22,6 +22,7 @@ from trainer.config import ModelConfig, get_preset
 from trainer.model import Transformer
 from trainer.muon import build_muon
 from trainer.mup_check import CheckSpec, run, spread
+from trainer.mup_check import main as mup_check_main
 from trainer.optim import OptimConfig, build_optimizer
 
 TINY = get_preset("tiny", vocab_size=128)  # dim 64, 4 heads (head_dim 16), 2 layers
@@ -109,16 +110,20 @@ def test_bad_base_widths_are_refused() -> None:
             replace(TINY, mup_base_dim=base)
 
 
-def test_cli_refuses_a_base_width_that_does_not_divide_dim(tmp_path: Path) -> None:
+def test_cli_refuses_a_base_width_that_does_not_divide_dim(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     shards, tok = synthetic_run_inputs(tmp_path, vocab=96, n_docs=20, seq_len=32)
-    for argv in (["trainer.fsdp_train", "--shards", str(shards), "--tokenizer", str(tok), "--out",
-                  str(tmp_path / "out"), "--mup-base-dim", "48"],
-                 ["trainer.mup_check", "--widths", "64", "96", "--base-dim", "64"]):  # fmt: skip
-        proc = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 2, proc.stderr
-        assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
-        assert "mup_base_dim" in proc.stderr or "--base-dim" in proc.stderr
+    argv = ["--shards", str(shards), "--tokenizer", str(tok), "--out", str(tmp_path / "out"), "--mup-base-dim", "48"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.fsdp_train", *argv], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert "mup_base_dim must be 0 (off) or a divisor of dim 64, got 48" in proc.stderr
     assert not (tmp_path / "out").exists()
+    with pytest.raises(SystemExit) as exit_:
+        mup_check_main(["--widths", "64", "96", "--base-dim", "64", "--json", str(tmp_path / "c.json")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith("error: --base-dim 64 must divide") and err.count("\n") == 1
+    assert not (tmp_path / "c.json").exists()
 
 
 def mup_worker(shards: Path, out: Path, grad_accum: int) -> None:
@@ -166,9 +171,16 @@ def test_fsdp2_on_two_ranks_equals_one_process(tmp_path: Path) -> None:
     assert lrs[-1] == pytest.approx(lrs[0] / FSDP_CFG.mup_width_mult)
 
 
-def test_model_config_round_trips_the_base_width() -> None:
-    cfg = replace(TINY, mup_base_dim=32)
-    assert ModelConfig(**cfg.to_dict()) == cfg
+def test_the_flag_and_the_model_yaml_set_the_base_width(tmp_path: Path) -> None:
+    from trainer.fsdp_train import parse_args
+    from trainer.model_spec import model_config, model_label
+
+    args = parse_args(["--shards", "s", "--tokenizer", "t", "--out", "o", "--mup-base-dim", "32"])
+    assert model_config(args, 96, 32).mup_base_dim == 32 and model_label(args) == "tiny with --mup-base-dim 32"
+    path = tmp_path / "m.yaml"
+    path.write_text("dim: 128\nn_layers: 2\nn_heads: 4\nffn_dim: 512\nmup_base_dim: 64\n")
+    cfg = model_config(parse_args(["--shards", "s", "--tokenizer", "t", "--out", "o", "--model", str(path)]), 96, 32)
+    assert cfg.mup_width_mult == 2.0 and ModelConfig(**cfg.to_dict()) == cfg  # checkpoints carry it
 
 
 if __name__ == "__main__":

@@ -1,0 +1,134 @@
+"""μP's learning-rate transfer: an LR sweep at a small width and at 4x that width, μP beside SP.
+
+    python -m bench.mup_sweep --shards MIXTURE --widths 32 128 --steps 150 --out sweep.jsonl
+
+On a token mixture (`mixtures.build`; its last shard file is held out for validation, as the trainer's
+`--val-holdout-files 1`), each (parametrisation, width, LR) trains the project's model (`--n-layers`,
+`--n-heads` fixed, so head_dim grows with width; ffn 4 x dim) with the project's AdamW (`trainer.optim`,
+μP's per-group LRs when on), LR schedule (warmup 10 %, cosine to 10 %), z-loss-free `lm_loss`, clip 1.0,
+fp32, the same windows in the same order for every run, then reports the validation loss on every
+held-out window. μP's base width is the smallest width. The LRs are powers of 2 (one sweep step = 2x):
+the question is whether the best LR of the small width is within one step of the best at 4x width.
+
+The sample's mixture (what the README's figures used):
+
+    python -m pipelines.run sample --out out
+    python -m tokenizer.train --input out/sample --vocab-size 4096 --out out/tokenizer
+    python -m mixtures.build bench/mup_sample_mixture.yaml --out out/mixture   # epoch of out/sample, seq 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mixtures.reader import ShardReader
+from trainer.config import ModelConfig
+from trainer.data import WindowIndex
+from trainer.model import Transformer, lm_loss
+from trainer.optim import build_optimizer
+from trainer.schedule import build_scheduler
+
+
+def windows(shards: Path, seq_len: int) -> tuple[WindowIndex, WindowIndex, int]:
+    """(train windows, held-out windows of the last file, vocab size)."""
+    reader = ShardReader(shards, verify=False)
+    if len(reader) < 2:
+        raise SystemExit(f"error: {shards} has {len(reader)} shard file(s); need 2 or more (the last is held out)")
+    train = WindowIndex(reader, seq_len, list(range(len(reader) - 1)))
+    val = WindowIndex(reader, seq_len, [len(reader) - 1])
+    return train, val, reader.manifest.tokenizer.vocab_size
+
+
+def run_one(args: argparse.Namespace, data: tuple[WindowIndex, WindowIndex, int], width: int, lr: float,
+            mup: bool) -> dict[str, object]:  # fmt: skip
+    train, val, vocab = data
+    base = min(args.widths)
+    cfg = ModelConfig(dim=width, n_layers=args.n_layers, n_heads=args.n_heads, n_kv_heads=args.n_heads,
+                      ffn_dim=4 * width, max_seq_len=args.seq_len, mup_base_dim=base if mup else 0
+                      ).with_vocab(vocab)  # fmt: skip
+    torch.manual_seed(args.seed)
+    model = Transformer(cfg)
+    optimizer = build_optimizer(model, lr, args.weight_decay, mup_width_mult=cfg.mup_width_mult if mup else None)
+    scheduler = build_scheduler(optimizer, args.steps, max(1, args.steps // 10), "cosine", 0.1)
+    order = np.random.default_rng(args.seed).permutation(train.num_windows)
+    start, losses = time.perf_counter(), []
+    for step in range(args.steps):
+        ids = np.take(order, np.arange(step * args.batch, (step + 1) * args.batch), mode="wrap")
+        batch = train.batch(ids)
+        optimizer.zero_grad(set_to_none=True)
+        loss = lm_loss(model(batch[:, :-1]), batch[:, 1:])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        losses.append(float(loss.detach()))
+    model.eval()
+    with torch.no_grad():
+        chunks = np.array_split(np.arange(val.num_windows), max(1, val.num_windows // 32))
+        total = sum(float(lm_loss(model(b[:, :-1]), b[:, 1:])) * len(b) for b in map(val.batch, chunks))
+    val_loss = total / val.num_windows
+    return {
+        "param": "mup" if mup else "sp",
+        "width": width,
+        "lr": lr,
+        "val_loss": val_loss if math.isfinite(val_loss) else float("inf"),
+        "train_loss_last10": float(np.mean(losses[-10:])),
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def best_lrs(results: list[dict[str, object]]) -> dict[tuple[str, int], float]:
+    best: dict[tuple[str, int], dict[str, object]] = {}
+    for r in results:
+        key = (str(r["param"]), int(r["width"]))  # type: ignore[call-overload]
+        if key not in best or float(r["val_loss"]) < float(best[key]["val_loss"]):  # type: ignore[arg-type]
+            best[key] = r
+    return {k: float(v["lr"]) for k, v in best.items()}  # type: ignore[arg-type]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shards", type=Path, required=True)
+    parser.add_argument("--widths", type=int, nargs="+", default=[32, 128])
+    parser.add_argument("--log2-lrs", type=int, nargs="+", default=list(range(-11, -3)), help="LR = 2^k")
+    parser.add_argument("--params", nargs="+", choices=["mup", "sp"], default=["mup", "sp"])
+    parser.add_argument("--n-layers", type=int, default=2)
+    parser.add_argument("--n-heads", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--weight-decay", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (more oversubscribe a busy CPU)")
+    parser.add_argument("--out", type=Path, help="append each run's result here as a JSON line")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    data = windows(args.shards, args.seq_len)
+    results = []
+    for param in args.params:
+        for width in args.widths:
+            for k in args.log2_lrs:
+                result = run_one(args, data, width, 2.0**k, param == "mup")
+                results.append(result)
+                line = json.dumps(result)
+                print(line, flush=True)
+                if args.out is not None:
+                    with args.out.open("a") as f:
+                        f.write(line + "\n")
+    best = best_lrs(results)
+    small, large = min(args.widths), max(args.widths)
+    for param in args.params:
+        steps = abs(math.log2(best[(param, small)]) - math.log2(best[(param, large)]))
+        print(f"{param}: best LR at width {small} 2^{math.log2(best[(param, small)]):g}, at width {large} "
+              f"2^{math.log2(best[(param, large)]):g}: {steps:g} sweep step(s) apart")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
