@@ -91,6 +91,23 @@ def test_coordinate_check_is_flat_under_mup_and_not_under_sp() -> None:
     assert max(sp.values()) > 10.0  # SP's updates grow with width
 
 
+def test_cached_generation_sees_the_mup_scales() -> None:
+    """The evaluators' KV-cached forward (`evals.generate`) goes through `Attention.project` and the head: μP's
+    scales included, it gives the full forward's logits."""
+    from evals.generate import KVCache, forward_cached
+
+    torch.manual_seed(0)
+    model = Transformer(replace(TINY, dim=128, mup_base_dim=32)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+        ids = torch.randint(0, 128, (1, 9), generator=torch.Generator().manual_seed(2))
+        cache = KVCache(len(model.layers))
+        stepped = [forward_cached(model, ids[:, :5], cache)] + [forward_cached(model, ids[:, i : i + 1], cache)
+                                                                 for i in range(5, 9)]  # fmt: skip
+        torch.testing.assert_close(torch.cat(stepped, dim=1), model(ids), rtol=0, atol=1e-5)
+
+
 @pytest.mark.parametrize("variant", [{}, {"qk_norm": True}])
 def test_hf_export_folds_the_mup_scales(tmp_path: Path, variant: dict) -> None:
     transformers = pytest.importorskip("transformers")
