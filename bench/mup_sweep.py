@@ -1,14 +1,17 @@
 """μP's learning-rate transfer: an LR sweep at a small width and at 4x that width, μP beside SP.
 
-    python -m bench.mup_sweep --shards MIXTURE --widths 32 128 --steps 150 --out sweep.jsonl
+    python -m bench.mup_sweep --shards out/mixture --seed 0 --out sweep.jsonl      # mup and sp, widths 32, 128
+    python -m bench.mup_sweep --shards out/mixture --seed 1 --params mup --out sweep.jsonl
+    python -m bench.mup_sweep --summarize sweep.jsonl       # mean over the seeds; best LR per width
 
 On a token mixture (`mixtures.build`; its last shard file is held out for validation, as the trainer's
 `--val-holdout-files 1`), each (parametrisation, width, LR) trains the project's model (`--n-layers`,
 `--n-heads` fixed, so head_dim grows with width; ffn 4 x dim) with the project's AdamW (`trainer.optim`,
 μP's per-group LRs when on), LR schedule (warmup 10 %, cosine to 10 %), z-loss-free `lm_loss`, clip 1.0,
-fp32, the same windows in the same order for every run, then reports the validation loss on every
-held-out window. μP's base width is the smallest width. The LRs are powers of 2 (one sweep step = 2x):
-the question is whether the best LR of the small width is within one step of the best at 4x width.
+fp32, 200 steps of 8 x 64 tokens, the same windows in the same order for every run of a seed, then
+reports the validation loss on every held-out window. μP's base width is the smallest width. The LRs are
+powers of 2 (one sweep step = 2x): the question is whether the best LR of the small width is within one
+step of the best at 4x width.
 
 The sample's mixture (what the README's figures used):
 
@@ -24,6 +27,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -76,6 +80,7 @@ def run_one(args: argparse.Namespace, data: tuple[WindowIndex, WindowIndex, int]
     val_loss = total / val.num_windows
     return {
         "param": "mup" if mup else "sp",
+        "seed": args.seed,
         "width": width,
         "lr": lr,
         "val_loss": val_loss if math.isfinite(val_loss) else float("inf"),
@@ -84,18 +89,39 @@ def run_one(args: argparse.Namespace, data: tuple[WindowIndex, WindowIndex, int]
     }
 
 
-def best_lrs(results: list[dict[str, object]]) -> dict[tuple[str, int], float]:
-    best: dict[tuple[str, int], dict[str, object]] = {}
+def summary(results: list[dict[str, Any]]) -> list[str]:
+    """A table of validation losses (the mean over the runs of each parametrisation, width and LR, e.g. several
+    seeds) and, per parametrisation, how many sweep steps apart the best LRs of the smallest and largest width are."""
+    runs: dict[tuple[str, int, float], list[float]] = {}
     for r in results:
-        key = (str(r["param"]), int(r["width"]))  # type: ignore[call-overload]
-        if key not in best or float(r["val_loss"]) < float(best[key]["val_loss"]):  # type: ignore[arg-type]
-            best[key] = r
-    return {k: float(v["lr"]) for k, v in best.items()}  # type: ignore[arg-type]
+        runs.setdefault((r["param"], r["width"], r["lr"]), []).append(r["val_loss"])
+    mean = {key: float(np.mean(losses)) for key, losses in runs.items()}
+    lrs = sorted({lr for _, _, lr in mean})
+    lines = [
+        "| param | width | " + " | ".join(f"2^{math.log2(lr):g}" for lr in lrs) + " | best |",
+        "|---" * (len(lrs) + 3) + "|",
+    ]
+    best: dict[tuple[str, int], float] = {}
+    for param, width in sorted({(p, w) for p, w, _ in mean}):
+        row = {lr: mean[(param, width, lr)] for lr in lrs if (param, width, lr) in mean}
+        best[(param, width)] = min(row, key=row.__getitem__)
+        cells = [f"{row[lr]:.3f}" if lr in row else "" for lr in lrs]
+        n = len(runs[(param, width, best[(param, width)])])
+        lines.append(
+            f"| {param} | {width} | " + " | ".join(cells) + f" | 2^{math.log2(best[(param, width)]):g} (n={n}) |"
+        )
+    for param in sorted({p for p, _ in best}):
+        widths = sorted(w for p, w in best if p == param)
+        small, large = best[(param, widths[0])], best[(param, widths[-1])]
+        apart = abs(math.log2(small) - math.log2(large))
+        lines.append(f"{param}: best LR at width {widths[0]} 2^{math.log2(small):g}, at width {widths[-1]} "
+                     f"2^{math.log2(large):g}: {apart:g} sweep step(s) apart")  # fmt: skip
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shards", type=Path, required=True)
+    parser.add_argument("--shards", type=Path, help="a mixtures.build folder (its last shard file is held out)")
     parser.add_argument("--widths", type=int, nargs="+", default=[32, 128])
     parser.add_argument("--log2-lrs", type=int, nargs="+", default=list(range(-11, -3)), help="LR = 2^k")
     parser.add_argument("--params", nargs="+", choices=["mup", "sp"], default=["mup", "sp"])
@@ -108,7 +134,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (more oversubscribe a busy CPU)")
     parser.add_argument("--out", type=Path, help="append each run's result here as a JSON line")
+    parser.add_argument("--summarize", type=Path, nargs="+", help="only print the table of these --out files "
+                        "(runs of the same parametrisation, width and LR averaged: several seeds)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.summarize:
+        rows = [json.loads(line) for path in args.summarize for line in path.read_text().splitlines() if line.strip()]
+        print("\n".join(summary(rows)))
+        return
+    if args.shards is None:
+        parser.error("--shards is required (unless --summarize)")
     torch.set_num_threads(args.threads)
     data = windows(args.shards, args.seq_len)
     results = []
@@ -122,12 +156,7 @@ def main(argv: list[str] | None = None) -> None:
                 if args.out is not None:
                     with args.out.open("a") as f:
                         f.write(line + "\n")
-    best = best_lrs(results)
-    small, large = min(args.widths), max(args.widths)
-    for param in args.params:
-        steps = abs(math.log2(best[(param, small)]) - math.log2(best[(param, large)]))
-        print(f"{param}: best LR at width {small} 2^{math.log2(best[(param, small)]):g}, at width {large} "
-              f"2^{math.log2(best[(param, large)]):g}: {steps:g} sweep step(s) apart")  # fmt: skip
+    print("\n".join(summary(results)))
 
 
 if __name__ == "__main__":
