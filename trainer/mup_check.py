@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=defaults.seeds, help="initialisations averaged over")
     parser.add_argument("--shards", type=Path, help="a mixtures.build folder to take tokens from (default: synthetic)")
     parser.add_argument("--json", type=Path, help="write the numbers here")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (small matmuls: 1 is fastest)")
     args = parser.parse_args(argv)
     spec = CheckSpec(tuple(args.widths), args.base_dim, args.n_layers, args.n_heads, args.steps, args.lr,
                      args.seq_len, args.batch, args.seeds)  # fmt: skip
@@ -193,6 +194,7 @@ def main(argv: list[str] | None = None) -> None:
         spec.check()
         if args.json is not None and not args.json.parent.is_dir():
             raise ValueError(f"--json {args.json}: folder {args.json.parent} does not exist")
+        torch.set_num_threads(max(1, args.threads))
         result = run(spec, args.shards)
     except (ValueError, OSError) as err:
         fail(err)
