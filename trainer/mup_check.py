@@ -38,7 +38,7 @@ class CheckSpec:
     base_dim: int = 0  # 0: the smallest width
     n_layers: int = 2
     n_heads: int = 4
-    steps: int = 8
+    steps: int = 16
     lr: float = 1e-2
     seq_len: int = 32
     batch: int = 8
