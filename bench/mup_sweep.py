@@ -3,6 +3,7 @@
     python -m bench.mup_sweep --shards out/mixture --seed 0 --out sweep.jsonl      # mup and sp, widths 32, 128
     python -m bench.mup_sweep --shards out/mixture --seed 1 --params mup --out sweep.jsonl
     python -m bench.mup_sweep --summarize sweep.jsonl       # mean over the seeds; best LR per width
+    python -m bench.mup_sweep --shards out/mixture --steps 400 --log2-lrs -10 -9 -8 -7 -6 -5 --seed 0 --out s400
 
 On a token mixture (`mixtures.build`; its last shard file is held out for validation, as the trainer's
 `--val-holdout-files 1`), each (parametrisation, width, LR) trains the project's model (`--n-layers`,
