@@ -43,6 +43,13 @@ class ModelConfig:
     moe_aux_coef: float = 0.01
     moe_bias_rate: float = 1e-3
     moe_shared_expert: bool = False
+    # muP (trainer/mup.py): the width whose tuned learning rate transfers; 0 = standard parametrisation.
+    mup_base_dim: int = 0
+
+    @property
+    def mup_width_mult(self) -> float:
+        """m = dim / mup_base_dim: the factor muP's initialisation, learning rates and output scale use (1 when off)."""
+        return self.dim / self.mup_base_dim if self.mup_base_dim else 1.0
 
     @property
     def head_dim(self) -> int:
@@ -66,6 +73,9 @@ class ModelConfig:
             raise ValueError("head_dim must be even for RoPE")
         if self.moe_experts:
             self._check_moe()
+        base = self.mup_base_dim  # μP's base width: the width multiplier dim / base is then a whole number >= 1
+        if isinstance(base, bool) or not isinstance(base, int) or base < 0 or (base and self.dim % base):
+            raise ValueError(f"mup_base_dim must be 0 (off) or a divisor of dim {self.dim}, got {base!r}")
 
     def _check_moe(self) -> None:
         if not 1 <= self.moe_top_k <= self.moe_experts:

@@ -92,14 +92,15 @@ class TrainEngine:
             # `to_empty` swaps each parameter for a new tensor, which unties a plain module's shared
             # weight (fully_shard keeps it tied); the replay initialised the embedding, so tie to it.
             self.model.output.weight = self.model.tok_embeddings.weight
+        mup = model_cfg.mup_width_mult if model_cfg.mup_base_dim else None  # μP's per-group LRs (trainer/mup.py)
         if optim.optimizer == "muon":
             if dist_info.dims.pp > 1 or dist_info.dims.tp > 1:
                 raise ValueError("--optimizer muon runs under FSDP / HSDP layouts only (--tp 1 --pp 1)")
             self.optimizer: torch.optim.Optimizer = build_muon(
-                self.model, optim.lr, optim.weight_decay, optim.betas, optim.muon_momentum
+                self.model, optim.lr, optim.weight_decay, optim.betas, optim.muon_momentum, mup
             )
         else:
-            self.optimizer = build_optimizer(self.model, optim.lr, optim.weight_decay, optim.betas)
+            self.optimizer = build_optimizer(self.model, optim.lr, optim.weight_decay, optim.betas, mup_width_mult=mup)
         self.scheduler = build_scheduler(
             self.optimizer,
             total_steps,

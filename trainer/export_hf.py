@@ -29,6 +29,7 @@ from common.lock import FolderLock, FolderUnavailable, check_apart, check_writab
 from trainer.checkpoint_trust import UntrustedCheckpoint
 from trainer.config import ModelConfig
 from trainer.moe_export import moe_config, moe_tensors
+from trainer.mup import fold_for_export
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,7 @@ def export_hf(
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    state_dict, cfg = fold_for_export(state_dict, cfg)  # μP's scales into the weights (trainer/mup.py)
     tensors = {}
     for name, tensor in state_dict.items():
         if name == "output.weight" and cfg.tie_embeddings:

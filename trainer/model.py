@@ -17,6 +17,7 @@ from torch import nn
 
 from trainer.config import ModelConfig
 from trainer.moe import Experts, MoE, moe_layers
+from trainer.mup import Readout, query_scale
 
 
 class RMSNorm(nn.Module):
@@ -83,6 +84,7 @@ class Attention(nn.Module):
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
         self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
+        self.q_scale = query_scale(cfg.head_dim, cfg.mup_base_dim > 0)  # μP's 1/head_dim scores (trainer/mup.py)
 
     def project(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
@@ -95,6 +97,8 @@ class Attention(nn.Module):
         v = self.wv(x).view(b, t, self.n_kv_heads, self.head_dim)
         if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
+        if self.q_scale != 1.0:
+            q = q * self.q_scale
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
@@ -141,6 +145,10 @@ class Block(nn.Module):
         return x + self.feed_forward(self.ffn_norm(x))
 
 
+def _drawn_then_zeroed(init: Callable[[torch.Tensor], torch.Tensor], tensor: torch.Tensor) -> torch.Tensor:
+    return init(tensor).zero_()
+
+
 # One step of the initialisation: (module, parameter name, in-place init of a full tensor).
 InitStep = tuple[nn.Module, str, Callable[[torch.Tensor], torch.Tensor]]
 
@@ -160,7 +168,11 @@ class Transformer(nn.Module):
         self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
         self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
-        self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        self.output = (  # μP: logits / m (trainer/mup.py)
+            Readout(cfg.dim, cfg.vocab_size, 1.0 / cfg.mup_width_mult)
+            if cfg.mup_base_dim
+            else nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        )
         if cfg.tie_embeddings:
             self.output.weight = self.tok_embeddings.weight
         cos, sin = rope_cos_sin(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta)
@@ -172,6 +184,7 @@ class Transformer(nn.Module):
         """N(0, 0.02) everywhere; residual output projections (attention wo, every SwiGLU's w2, the
         experts' included) scaled by 1/sqrt(2 L) (GPT-2); norms 1.
 
+        Under μP (`trainer.mup`) the hidden matrices' stds are divided by sqrt(m) and the query starts at 0.
         In the order the random numbers are drawn: whoever replays the plan in this order on full
         tensors after seeding gets the same weights.
         """
@@ -180,10 +193,17 @@ class Transformer(nn.Module):
         yield self.tok_embeddings, "weight", partial(nn.init.normal_, std=std)
         if not self.cfg.tie_embeddings:
             yield self.output, "weight", partial(nn.init.normal_, std=std)
+        # μP: hidden matrices' variance 1/fan_in relative to the base width, and the query zero (trainer/mup.py)
+        zero_query = self.cfg.mup_base_dim > 0 and not self.cfg.qk_norm
+        if self.cfg.mup_base_dim:
+            std, scaled_std = std / math.sqrt(self.cfg.mup_width_mult), scaled_std / math.sqrt(self.cfg.mup_width_mult)
         for name, module in self.named_modules():
             if isinstance(module, nn.Linear) and name != "output":
                 scaled = name.endswith(("attention.wo", "feed_forward.w2", "feed_forward.shared.w2"))
-                yield module, "weight", partial(nn.init.normal_, std=scaled_std if scaled else std)
+                init = partial(nn.init.normal_, std=scaled_std if scaled else std)
+                if zero_query and name.endswith("attention.wq"):  # drawn, then zeroed: later draws stay SP's
+                    init = partial(_drawn_then_zeroed, init)
+                yield module, "weight", init
             elif isinstance(module, Experts):
                 for weight in ("w1", "w3", "w2"):
                     yield module, weight, partial(nn.init.normal_, std=scaled_std if weight == "w2" else std)

@@ -22,6 +22,7 @@ from trainer.train_config import TrainConfig
 
 SHAPE_FLAGS = ("dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim")
 MOE_FLAGS = tuple(f.name for f in fields(ModelConfig) if f.name.startswith("moe_"))
+MUP_FLAGS = ("mup_base_dim",)
 
 
 class ModelSpecError(ValueError):
@@ -69,7 +70,7 @@ def base_model(name: str) -> ModelConfig:
 def model_label(cfg: TrainConfig) -> str:
     """The model as the command gave it: the preset or file, and the flags that changed its shape (a log naming
     only ``tiny`` for ``--model tiny --dim 32`` described a model that did not train)."""
-    changed = [f"--{name.replace('_', '-')} {getattr(cfg, name)}" for name in (*SHAPE_FLAGS, *MOE_FLAGS)
+    changed = [f"--{name.replace('_', '-')} {getattr(cfg, name)}" for name in (*SHAPE_FLAGS, *MOE_FLAGS, *MUP_FLAGS)
                if getattr(cfg, name) is not None]  # fmt: skip
     changed += [f"--{name.replace('_', '-')}" for name in ("qk_norm", "untied") if getattr(cfg, name)]
     return f"{cfg.model} with {' '.join(changed)}" if changed else cfg.model
@@ -87,7 +88,7 @@ def model_config(cfg: TrainConfig, vocab_size: int, seq_len: int) -> ModelConfig
         overrides["tie_embeddings"] = False
     if any(v is not None and v < 1 for v in overrides.values() if not isinstance(v, bool)):
         raise ModelSpecError(f"model shape flags must be >= 1, got {overrides}")
-    overrides.update({name: getattr(cfg, name) for name in MOE_FLAGS if getattr(cfg, name) is not None})
+    overrides.update({name: getattr(cfg, name) for name in (*MOE_FLAGS, *MUP_FLAGS) if getattr(cfg, name) is not None})
     shaped = _build(lambda: replace(base, **overrides), "model shape flags")
     if cfg.vocab_multiple < 1:
         raise ModelSpecError(f"--vocab-multiple must be >= 1, got {cfg.vocab_multiple}")

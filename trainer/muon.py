@@ -140,6 +140,16 @@ def muon_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
 
 
 def build_muon(
-    model: nn.Module, lr: float, weight_decay: float, betas: tuple[float, float], momentum: float = 0.95
+    model: nn.Module,
+    lr: float,
+    weight_decay: float,
+    betas: tuple[float, float],
+    momentum: float = 0.95,
+    mup_width_mult: float | None = None,
 ) -> MuonAdamW:
-    return MuonAdamW(muon_groups(model, weight_decay), lr, betas=betas, momentum=momentum)
+    """With `mup_width_mult` (μP on) the Muon group trains at lr / sqrt(m): `trainer.mup` says why."""
+    groups = muon_groups(model, weight_decay)
+    if mup_width_mult is not None:  # groups[0] is Muon's; the AdamW groups (embedding, head, gains) keep lr
+        factor = math.sqrt(mup_width_mult)
+        groups[0] = {**groups[0], "lr": lr / factor, "weight_decay": weight_decay * factor}
+    return MuonAdamW(groups, lr, betas=betas, momentum=momentum)

@@ -8,6 +8,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from trainer.mup import mup_groups
 from trainer.schedule import ScheduleKind, default_warmup
 
 OptimizerKind = Literal["adamw", "muon"]
@@ -59,11 +60,16 @@ def build_optimizer(
     weight_decay: float = 0.1,
     betas: tuple[float, float] = (0.9, 0.95),
     eps: float = 1e-8,
+    mup_width_mult: float | None = None,
 ) -> torch.optim.AdamW:
     """AdamW with the fused kernel, on CUDA (one launch for all parameters) and on CPU alike.
 
     On CPU the fused kernel is 6x faster than foreach on the nanoGPT-sized model (0.7 vs 4.4 ms a
     step, ~4 % of the step, issue 17); the update is the same formula, rounded differently
     (9e-8 apart after 200 steps), and as deterministic, so resume stays exact.
+    With `mup_width_mult` (μP on, `trainer.mup`) the hidden matrices train at lr / m.
     """
-    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=betas, eps=eps, fused=True)
+    groups = param_groups(model, weight_decay)
+    if mup_width_mult is not None:
+        groups = mup_groups(groups, model, lr, mup_width_mult)
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=True)

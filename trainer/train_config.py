@@ -56,6 +56,7 @@ class TrainConfig:
     moe_aux_coef: float | None = None
     moe_bias_rate: float | None = None
     moe_shared_expert: bool | None = None
+    mup_base_dim: int | None = None  # μP (trainer/mup.py): overrides the model's mup_base_dim when given
     seq_len: int | None = None  # default: the manifest's seq_len
     global_batch_tokens: int | None = None  # derives micro_batch x grad_accum (trainer.batch)
     micro_batch: int = 8
@@ -163,6 +164,9 @@ HELP: dict[str, str] = {
     "moe_aux_coef": "weight of the load-balancing auxiliary loss with --moe-balance aux (default 0.01)",
     "moe_bias_rate": "step of the selection-bias update with --moe-balance bias (default 1e-3)",
     "moe_shared_expert": "one more SwiGLU every token passes through (DeepSeek-MoE)",
+    "mup_base_dim": "μP with this base width D (trainer/mup.py): hidden matrices drawn with std / sqrt(m) and "
+    "trained at lr / m (Muon: lr / sqrt(m)), logits x 1/m, attention scores / head_dim, where m = dim / D, so an "
+    "--lr tuned at width D transfers; must divide --dim (0: off, the standard parametrisation)",
     "optimizer": "adamw, or muon: Muon (Newton-Schulz orthogonalised momentum, RMS matched to AdamW so --lr "
     "carries over) on the hidden matrices, AdamW on the embedding, head and norms (trainer/muon.py)",
     "muon_momentum": "Muon's Nesterov momentum",
