@@ -312,13 +312,19 @@ def _rank_workers() -> list[tuple[int, int]]:
     return found
 
 
+def _interruptible() -> None:
+    """SIGINT back to its default in the driver: a test run started in the background (`cmd &`, nohup) ignores
+    it, the ignore is inherited across exec, and Python then installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(args: list[str], log: Path) -> subprocess.Popen:
     """The driver in its own session, its output to ``log`` (a pipe nobody reads could fill and block it)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with log.open("w") as out:
         return subprocess.Popen(
             [sys.executable, "-m", *args], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=_interruptible,
         )  # fmt: skip
 
 
