@@ -120,7 +120,22 @@ def _caught_mid_upload(prefix: str) -> list[str]:
     return sorted(n for n, done in steps.items() if not done and committed and n > min(committed))
 
 
-def _kill_mid_upload(server: S3Server, args: list[str]) -> list[str]:
+def _kill_mid_upload(server: S3Server, args: list[str], attempts: int = 3) -> list[str]:
+    """`_try_kill_mid_upload` until it lands inside an upload: on a busy machine the listing can miss every
+    upload window of a run, which then ends whole; its output is removed and the run started again."""
+    for _ in range(attempts - 1):
+        try:
+            return _try_kill_mid_upload(server, args)
+        except RunEndedFirst:
+            fsspec.filesystem("s3", skip_instance_cache=True).rm(f"{BUCKET}/train", recursive=True)
+    return _try_kill_mid_upload(server, args)
+
+
+class RunEndedFirst(AssertionError):
+    """The run ended before a checkpoint upload could be caught."""
+
+
+def _try_kill_mid_upload(server: S3Server, args: list[str]) -> list[str]:
     """Start torchrun (2 ranks) on the store; when a checkpoint is on the store without its manifest (an
     upload under way), freeze the ranks (SIGSTOP), look again once requests in flight have landed, and SIGKILL
     the launcher and ranks if it is still partial (else let them go on). Returns the partial checkpoints."""
@@ -131,7 +146,8 @@ def _kill_mid_upload(server: S3Server, args: list[str]) -> list[str]:
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
-            assert proc.poll() is None, "the run ended before a checkpoint upload could be caught"
+            if proc.poll() is not None:
+                raise RunEndedFirst("the run ended before a checkpoint upload could be caught")
             if _caught_mid_upload(prefix):
                 ranks = descendants(proc.pid)
                 for pid in ranks:
