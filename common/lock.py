@@ -74,7 +74,19 @@ def check_apart(out: str | os.PathLike[str], inputs: dict[str, str | os.PathLike
             raise FolderUnavailable(f"{out}: an output folder must be apart from the {what} ({folder})")
 
 
-class FolderLock:
+class _HeldFlock:
+    """What both lock kinds hold: the locked file's descriptor, until `release` (or process exit)."""
+
+    _fd: int | None = None
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+class FolderLock(_HeldFlock):
     """An exclusive, non-blocking lock on a folder (created if missing); `release` or process exit frees it.
 
     `writes_below`: the holder writes inside the folder, so a link planted below it is refused (False for
@@ -88,7 +100,7 @@ class FolderLock:
         self.writes_below = writes_below
         self.path = self.folder / lock_name
         self.what = what
-        self._fd: int | None = None
+        self._fd = None
 
     def acquire(self) -> FolderLock:
         check_writable(self.folder)
@@ -102,12 +114,6 @@ class FolderLock:
         self._fd = _flock(fd, fcntl.LOCK_EX, self.folder, self.path, self.what)
         _record_holder(fd, self.what, reading=False)
         return self
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
 
     def __enter__(self) -> FolderLock:
         return self.acquire()
@@ -130,7 +136,7 @@ def locked_folder(folder: str | os.PathLike[str], what: str = "run") -> Iterator
         yield lock.folder
 
 
-class FolderReadLock:
+class FolderReadLock(_HeldFlock):
     """A shared lock on `<folder>/.lock`, held while a process reads the folder (a training run its mixture).
 
     A writer's exclusive `FolderLock` on the folder is refused for as long as one reader holds it (the
@@ -143,7 +149,7 @@ class FolderReadLock:
         self.folder = Path(folder)
         self.path = self.folder / LOCK_NAME
         self.what = what
-        self._fd: int | None = None
+        self._fd = None
 
     def acquire(self) -> bool:
         writable = True
@@ -164,12 +170,6 @@ class FolderReadLock:
         if writable:
             _record_holder(fd, self.what, reading=True)
         return True
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
 
 
 def _flock(fd: int, mode: int, folder: Path, path: Path, mine: str) -> int:
