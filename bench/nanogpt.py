@@ -1,6 +1,6 @@
 """Our training loop against nanoGPT's, on nanoGPT's own CPU example (README: shakespeare_char on a laptop).
 
-    python -m bench.nanogpt --nanogpt /work/.mirror/karpathy+nanoGPT/repo --repeats 1
+    python -m bench.nanogpt --nanogpt PATH/TO/nanoGPT --repeats 1   # PATH/TO/nanoGPT: a git clone of karpathy/nanoGPT
 
 nanoGPT's source is exported from the git directory (or checkout) given on the command line into a
 temp folder at bench time; nothing of it is copied into this project. Its own `prepare.py` makes the
