@@ -127,8 +127,9 @@ def worker(mode: str, root: Path) -> None:
     while True:  # training goes on while the save is held
         _step(model, optimizer)
         steps += 1
-        if (root / HELD).exists():
-            (root / TRAINED).write_text(str(steps))
+        if (root / HELD).exists():  # written whole, then renamed: the test never reads a half-written count
+            (root / f"{TRAINED}.part").write_text(str(steps))
+            os.replace(root / f"{TRAINED}.part", root / TRAINED)
 
 
 @pytest.mark.parametrize("held_in", ["write", pytest.param("commit", marks=pytest.mark.e2e)])
