@@ -49,6 +49,17 @@ class DedupConfig:
     # task; N > 1 = N tasks per pass. cluster_memory_mb caps each pass task (it sizes the sort buffer).
     cluster_tasks: int | None = None
     cluster_memory_mb: int = 4096
+    # near-duplicate method after the URL / exact passes: "minhash" (FineWeb's LSH, above) or "bff"
+    # (DCLM's Bloom filter over word n-grams, paragraph and document level: dedup/bff.py)
+    method: Literal["minhash", "bff"] = "minhash"
+    bff_max_ngram: int = 13  # DCLM: --min-ngram-size 13 --max-ngram-size 13 --filtering-threshold 0.8
+    bff_min_ngram: int = 13
+    bff_threshold: float = 0.8
+    bff_fp_rate: float = 0.01  # DCLM: --fp-rate 0.01 (per n-gram)
+    # None: estimated from the input's text bytes (one n-gram per 4 bytes: an overestimate, as DCLM advises)
+    bff_expected_ngrams: int | None = None
+    # a single-task pass: save the filter after an input file when this many seconds passed since the last save
+    bff_checkpoint_seconds: float = 300.0
 
     def __post_init__(self) -> None:
         if self.n_grams < 1 or self.num_buckets < 1 or self.hashes_per_bucket < 1:
@@ -59,6 +70,18 @@ class DedupConfig:
             raise ValueError(f"cluster_tasks must be >= 1 (or None for automatic), got {self.cluster_tasks}")
         if self.exact_text not in ("raw", "simplified"):
             raise ValueError(f"exact_text must be 'raw' or 'simplified', got {self.exact_text!r}")
+        if self.method not in ("minhash", "bff"):
+            raise ValueError(f"method must be 'minhash' or 'bff', got {self.method!r}")
+        if not 1 <= self.bff_min_ngram <= self.bff_max_ngram:
+            raise ValueError(f"BFF needs 1 <= min n-gram <= max n-gram, got {self.bff_min_ngram}, {self.bff_max_ngram}")
+        if not 0.0 <= self.bff_threshold < 1.0 or not 0.0 < self.bff_fp_rate < 1.0:
+            raise ValueError(
+                f"BFF needs 0 <= threshold < 1 and 0 < fp rate < 1: {self.bff_threshold}, {self.bff_fp_rate}"
+            )
+        if self.bff_expected_ngrams is not None and self.bff_expected_ngrams < 1:
+            raise ValueError(f"bff_expected_ngrams must be >= 1 (or None: estimated), got {self.bff_expected_ngrams}")
+        if self.method == "bff" and (self.dedup_against or self.cluster_tasks is not None):
+            raise ValueError("dedup_against and cluster_tasks are MinHash options; method 'bff' takes neither")
 
     @property
     def num_hashes(self) -> int:
@@ -76,6 +99,8 @@ class DedupConfig:
             "sort_buffer_records",
             "cluster_tasks",
             "cluster_memory_mb",
+            "method",
+            *(k for k in spec if k.startswith("bff_")),
         ):
             spec.pop(key)
         spec["format"] = FORMAT_VERSION
@@ -91,6 +116,9 @@ class DedupConfig:
             spec["group_by"] = self.group_by
         if kind == "exact" and self.exact_text != "raw":  # raw keeps the fingerprint of earlier files
             spec["exact_text"] = self.exact_text
+        if kind == "bff":
+            spec |= {k: v for k, v in asdict(self).items() if k.startswith("bff_") and k != "bff_checkpoint_seconds"}
+            spec["group_by"] = self.group_by
         return xxhash.xxh64_intdigest(json.dumps(spec, sort_keys=True))
 
 
@@ -104,6 +132,9 @@ class DedupSection:
     exact_dedup: bool
     exact_text: str
     write_index: bool
+    method: str = "minhash"  # "bff": DCLM's Bloom filter (paragraph and document level) instead of MinHash
+    bff_fp_rate: float = 0.01
+    bff_expected_ngrams: int | None = None  # None: estimated from the input's text bytes
 
     def config(self, dedup_against: tuple[str, ...] = ()) -> DedupConfig:
         """The dedup configuration; ``dedup_against``: earlier dumps' index folders. ValueError if invalid."""
@@ -113,4 +144,7 @@ class DedupSection:
             exact_dedup=self.exact_dedup,
             exact_text=self.exact_text,  # type: ignore[arg-type]  # checked by DedupConfig.__post_init__
             dedup_against=dedup_against,
+            method=self.method,  # type: ignore[arg-type]  # checked by DedupConfig.__post_init__
+            bff_fp_rate=self.bff_fp_rate,
+            bff_expected_ngrams=self.bff_expected_ngrams,
         )

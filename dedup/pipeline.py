@@ -12,8 +12,9 @@ Run directory layout (per dump)::
     minhash/url/...          and removed/url_dedup/  the optional URL pass (signatures, clusters)
     minhash/index/           band_XX.keys, index.json  this dump's index, for later dumps (write_index)
     minhash/cross_dump/      matches/, clusters/ and removed/cross_dump/  matches against earlier dumps
+    minhash/bff/clusters/    <rank>.decisions, <rank>.cuts, summary.json  BFF (method "bff"), and removed/bff/
 
-Passes run URL -> exact -> MinHash; each later pass reads only what the earlier ones kept.
+Passes run URL -> exact -> MinHash (or BFF); each later pass reads only what the earlier ones kept.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from datatrove.pipeline.readers import ParquetReader
 
 from common.documents import DOCUMENT_GLOB, DocumentWriter
 from common.storage import join
+from dedup.bff_stage import REMOVED_COLUMN, BffDedup, BffFilter
 from dedup.buckets import DedupBuckets
 from dedup.config import DedupConfig
 from dedup.filter import ID_COLUMN, SIZE_COLUMN, DedupFilter
@@ -41,6 +43,7 @@ from dedup.urls import UrlClusters
 Stage = tuple[str, list[PipelineStep], int]
 CLUSTER_FIELDS = [pa.field(SIZE_COLUMN, pa.int64()), pa.field(ID_COLUMN, pa.int64())]
 REASON_FIELD = pa.field("filter_reason", pa.string())
+BFF_FIELDS = [pa.field(REMOVED_COLUMN, pa.int64())]
 
 
 @dataclass(frozen=True)
@@ -107,10 +110,16 @@ def build_dedup_stages(
     layout = DedupLayout(str(run_dir))
     doc_tasks = max(1, tasks if tasks is not None else count_input_files(input_folder))
     kinds = [k for k, on in (("url", config.url_dedup), ("exact", config.exact_dedup)) if on]
-    for i, kind in enumerate([*kinds, "minhash"]):
+    near = "bff" if config.method == "bff" else "minhash"
+    for i, kind in enumerate([*kinds, near]):
         prefilters = [DedupFilter(layout.clusters(k), config, k, annotate=False) for k in kinds[:i]]
-        yield from _key_stages(kind, input_folder, layout, config, doc_tasks, prefilters)
-    yield from _index_stages(input_folder, layout, config, write_index)
+        if kind == "bff":  # one task over every rank in input order: the filter is order-dependent
+            steps = [document_reader(input_folder), *prefilters]
+            yield "dedup_bff", [BffDedup(steps, input_folder, layout.clusters("bff"), config, doc_tasks)], 1
+        else:
+            yield from _key_stages(kind, input_folder, layout, config, doc_tasks, prefilters)
+    if near == "minhash":  # the index is MinHash's band keys; BFF writes none
+        yield from _index_stages(input_folder, layout, config, write_index)
     final_filters: list[PipelineStep] = [
         DedupFilter(
             layout.clusters(kind),
@@ -123,6 +132,21 @@ def build_dedup_stages(
         )
         for kind in kinds
     ]
+    if near == "bff":
+        bff_steps: list[PipelineStep] = [
+            document_reader(input_folder),
+            *final_filters,
+            BffFilter(
+                layout.clusters("bff"),
+                config,
+                DocumentWriter(
+                    layout.removed("bff"), schema_from=input_folder, extra_fields=[*BFF_FIELDS, REASON_FIELD]
+                ),
+            ),
+            DocumentWriter(layout.deduped, schema_from=input_folder, extra_fields=BFF_FIELDS),
+        ]
+        yield "dedup_filter", bff_steps, doc_tasks
+        return
     filter_steps: list[PipelineStep] = [
         document_reader(input_folder),
         *final_filters,

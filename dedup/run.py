@@ -26,6 +26,7 @@ from common.slurm_arrays import (
     array_options,
     check_array_resources,
 )
+from dedup.bff_stage import plan_filter
 from dedup.clusters import SUMMARY
 from dedup.config import DedupConfig
 from dedup.index import check_index
@@ -50,7 +51,7 @@ def run_dedup(
     config = config or DedupConfig()
     layout = DedupLayout(out)
     check_inputs(input_folder, out, config, workers, tasks)
-    if config.word_split == "spacy":
+    if config.word_split == "spacy" and config.method == "minhash":
         spacy_english()  # import spaCy once here; forked workers inherit it instead of re-importing
     seconds: dict[str, float] = {}
     for name, steps, n_tasks in build_dedup_stages(input_folder, out, config, tasks=tasks, write_index=write_index):
@@ -76,6 +77,8 @@ def check_inputs(input_folder: str, out: str, config: DedupConfig, workers: int,
     if tasks is None and not count_input_files(input_folder):
         raise ValueError(f"no parquet files under {input_folder}")
     buffer_records_for(config.cluster_memory_mb)  # an impossible memory cap fails here, not after the signatures
+    if config.method == "bff" and count_input_files(input_folder):
+        print(plan_filter(config, input_folder).describe(), flush=True)  # pre-flight: the memory BFF will take
     check_writable(out)
     for index in config.dedup_against:
         try:
@@ -86,7 +89,7 @@ def check_inputs(input_folder: str, out: str, config: DedupConfig, workers: int,
 
 def summarize(layout: DedupLayout, config: DedupConfig) -> dict:
     passes = (("url", config.url_dedup), ("exact", config.exact_dedup), ("cross_dump", bool(config.dedup_against)))
-    kinds = [k for k, on in passes if on] + ["minhash"]
+    kinds = [k for k, on in passes if on] + ["bff" if config.method == "bff" else "minhash"]
     summary: dict = {"deduped": layout.deduped, "removed": {k: layout.removed(k) for k in kinds}}
     for kind in kinds:
         path = Path(layout.clusters(kind), SUMMARY)
@@ -132,6 +135,20 @@ def main(argv: list[str] | None = None) -> None:
         "large-star/small-star passes); 1 = always the single task",
     )
     p.add_argument("--cluster-memory-mb", type=int, default=4096, help="memory cap of each clustering task")
+    p.add_argument(
+        "--method",
+        choices=("minhash", "bff"),
+        default="minhash",
+        help="near-duplicates by MinHash-LSH (FineWeb) or DCLM's Bloom filter over 13-grams (paragraphs, documents)",
+    )
+    p.add_argument("--bff-fp-rate", type=float, default=0.01, help="BFF: false-positive rate per n-gram (DCLM: 0.01)")
+    p.add_argument(
+        "--bff-expected-ngrams",
+        type=int,
+        default=None,
+        help="BFF: n-grams expected (sizes the filter; default: the input's text bytes / 4, an overestimate)",
+    )
+    p.add_argument("--bff-threshold", type=float, default=0.8, help="BFF: contained fraction that removes (DCLM: 0.8)")
     p.add_argument("--n-grams", type=int, default=5)
     p.add_argument("--bands", type=int, default=14)
     p.add_argument("--rows", type=int, default=8)
@@ -165,6 +182,10 @@ def _run_from_args(a: argparse.Namespace) -> dict:
         shingle_hash=a.shingle_hash,
         cluster_tasks=a.cluster_tasks,
         cluster_memory_mb=a.cluster_memory_mb,
+        method=a.method,
+        bff_fp_rate=a.bff_fp_rate,
+        bff_expected_ngrams=a.bff_expected_ngrams,
+        bff_threshold=a.bff_threshold,
     )
     workers = a.workers if a.workers is not None else 2
     check_inputs(a.input, a.out, config, workers, a.tasks)  # before the lock creates the folder
@@ -180,8 +201,10 @@ def _run_from_args(a: argparse.Namespace) -> dict:
 
 
 def _print_summary(summary: dict) -> None:
-    mh = summary["minhash"] or {}
+    mh = summary.get("minhash") or summary.get("bff") or {}
     print(f"documents: {mh.get('documents')}  removed as near-duplicates: {mh.get('removed')}")
+    if "paragraphs_cut" in mh:
+        print(f"paragraphs removed by BFF: {mh['paragraphs_cut']} in {mh['documents_cut']} kept documents")
     for kind in ("url", "exact", "cross_dump"):
         if summary.get(kind):
             print(f"removed as {kind} duplicates: {summary[kind].get('removed')}")
