@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -165,3 +166,51 @@ def planted_signatures(
             ) as w:
                 w.write(records)
                 w.commit(extra=hi - lo)
+
+
+@dataclass
+class PlantedBff:
+    """Real documents in input order with planted copies: ``doc_copies`` (earlier index, later index) of
+    whole documents (0 to 2 word edits), ``paragraph_copies`` (earlier, later, paragraph) of one paragraph
+    pasted into a held-out real document. BFF should drop each later document and cut each later paragraph."""
+
+    texts: list[str]
+    doc_copies: list[tuple[int, int]]
+    paragraph_copies: list[tuple[int, int, str]]
+
+
+def planted_bff_set(data_dir: Path, seed: int = 33, copies: float = 0.2) -> PlantedBff:
+    """Build the set from ``real_texts`` in ~300-word documents: a share ``copies`` of them is copied whole
+    (with 0-2 word edits), as many held-out documents get 1-2 pasted paragraphs (>= 20 words) of others."""
+    rng = random.Random(seed)
+    docs = list(dict.fromkeys(paragraph_chunks(real_texts(data_dir), 300)))
+    rng.shuffle(docs)
+    n_copies = int(len(docs) * copies)
+    hosts, originals = docs[:n_copies], docs[n_copies:]
+    vocabulary = rng.sample([w for d in originals[:200] for w in d.split()], 2000)
+    rows: list[tuple[str, str, object]] = [("original", d, i) for i, d in enumerate(originals)]
+    sources = rng.sample(range(len(originals)), n_copies)
+    for i in sources[: n_copies // 2]:
+        lines = originals[i].split("\n")
+        for j in rng.sample(range(len(lines)), min(len(lines), rng.choice([0, 1, 2]))):
+            lines[j] = " ".join(edit_words(lines[j].split(), 1, rng, vocabulary))
+        rows.append(("doc_copy", "\n".join(lines), i))
+    for host, i in zip(hosts, sources[n_copies // 2 :], strict=False):
+        candidates = [p for p in originals[i].split("\n") if len(p.split()) >= 20]
+        lines = host.split("\n")
+        chosen = rng.sample(candidates, min(len(candidates), rng.choice([1, 2])))
+        for p in chosen:
+            lines.insert(rng.randrange(len(lines) + 1), p)
+        rows.append(("host", "\n".join(lines), (i, chosen)))
+    rng.shuffle(rows)
+    where = {key: n for n, (kind, _, key) in enumerate(rows) if kind == "original"}
+    doc_copies = [
+        (min(where[key], n), max(where[key], n)) for n, (kind, _, key) in enumerate(rows) if kind == "doc_copy"
+    ]
+    paragraph_copies = [
+        (min(where[key[0]], n), max(where[key[0]], n), p)  # type: ignore[index]
+        for n, (kind, _, key) in enumerate(rows)
+        if kind == "host"
+        for p in key[1]  # type: ignore[index]
+    ]
+    return PlantedBff([text for _, text, _ in rows], doc_copies, paragraph_copies)  # type: ignore[arg-type]
