@@ -220,6 +220,8 @@ def dedup_indexes(args: argparse.Namespace, recipe: Recipe, run_root: Path) -> t
         return ()
     if args.no_dedup or not recipe.dedup.enabled:
         raise ConfigError("--dedup-against needs the dedup stages (drop --no-dedup, or set dedup.enabled: true)")
+    if recipe.dedup.method == "bff":
+        raise ConfigError("--dedup-against needs MinHash's index; this recipe dedups with BFF (dedup.method: bff)")
     for run_dir in args.dedup_against:
         check_store(run_dir, "--dedup-against")  # an earlier run in a bucket: the bucket must answer
         if same_place(run_dir, run_root):

@@ -24,7 +24,9 @@ from pipelines.layout import RunLayout
 # buckets and clusters (a filter there only pre-filters signature input, it removes nothing)
 STAGE_ORDER = ("curate", "dedup_filter")
 # the reason of a dropped document with no filter_reason (older dedup filters wrote none), by removed/ folder
-DEFAULT_REASON = {k: f"{k}_duplicate" for k in ("minhash", "exact", "cross_dump")} | {"url_dedup": "url_duplicate"}
+DEFAULT_REASON = {k: f"{k}_duplicate" for k in ("minhash", "exact", "cross_dump", "bff")} | {
+    "url_dedup": "url_duplicate"
+}
 # removed/ folders written by a step of another id: the MinHash filter also drops cross-dump duplicates
 FOLDER_STEP = {"cross_dump": "minhash"}
 NEWLY = ("dropped", "kept")  # what a refilter changed against its run's curation

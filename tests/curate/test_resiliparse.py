@@ -72,4 +72,6 @@ def test_dclm_recipe_loads_under_todays_schema() -> None:
     )
     assert curate.decontamination.n_grams == 13 and not curate.decontamination.enabled
     dedup = recipe.dedup.config()
-    assert dedup.url_dedup and dedup.exact_dedup and dedup.exact_text == "simplified" and recipe.dedup.write_index
+    assert dedup.url_dedup and dedup.exact_dedup and dedup.exact_text == "simplified"
+    assert (dedup.method, dedup.bff_max_ngram, dedup.bff_threshold, dedup.bff_fp_rate) == ("bff", 13, 0.8, 0.01)
+    assert not recipe.dedup.write_index  # the cross-dump index is MinHash's
