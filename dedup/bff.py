@@ -204,6 +204,11 @@ class BffDeduper:
         self.bloom = bloom
         self.params = params or BffParams()
 
+    def decide_all(self, texts: Sequence[str], batch: int = 256) -> list[BffDecision]:
+        """``decide`` over ``texts`` in batches, one dedup group."""
+        chunks = [texts[i : i + batch] for i in range(0, len(texts), batch)]
+        return [d for chunk in chunks for d in self.decide(chunk, [0] * len(chunk))]
+
     def decide(self, texts: Sequence[str], salts: Sequence[int]) -> list[BffDecision]:
         windows, keys, bounds = paragraph_ngrams(texts, salts, self.params)
         positions = self.bloom.positions(keys)

@@ -36,7 +36,6 @@ from dedup.shingles import batch_shingles
 from tests.support.shared_data import shared_data_dir
 
 ROOT = Path(__file__).resolve().parents[2]
-BATCH = 256
 
 
 def reference(texts: list[str], params: BffParams) -> list[BffDecision]:
@@ -66,9 +65,7 @@ def reference(texts: list[str], params: BffParams) -> list[BffDecision]:
 
 
 def run_bloom(texts: list[str], size: FilterSize) -> list[BffDecision]:
-    deduper = BffDeduper(BloomFilter(size.size_bytes, size.hashers))
-    batches = [texts[i : i + BATCH] for i in range(0, len(texts), BATCH)]
-    return [d for batch in batches for d in deduper.decide(batch, [0] * len(batch))]
+    return BffDeduper(BloomFilter(size.size_bytes, size.hashers)).decide_all(texts)
 
 
 @pytest.fixture(scope="module")
