@@ -211,7 +211,6 @@ class BffDeduper:
 
     def decide(self, texts: Sequence[str], salts: Sequence[int]) -> list[BffDecision]:
         windows, keys, bounds = paragraph_ngrams(texts, salts, self.params)
-        positions = self.bloom.positions(keys)
         threshold = self.params.threshold
         decisions, p = [], 0
         for text, wins in zip(texts, windows, strict=True):
@@ -222,7 +221,7 @@ class BffDeduper:
                 p += 1
                 if a == b:
                     continue
-                rows = positions[a:b]
+                rows = self.bloom.positions(keys[a:b])  # per paragraph: k x 8 bytes per n-gram, not per batch
                 found = int(self.bloom.contains(rows).sum())
                 contained, total = contained + found, total + (b - a)
                 if found / (b - a) > threshold:

@@ -124,8 +124,9 @@ class DedupConfig:
 
 @dataclass(frozen=True)
 class DedupSection:
-    """The recipe's ``dedup`` section: whether the stages run, which passes precede MinHash, and whether
-    this dump's index is kept for later dumps. MinHash's parameters stay FineWeb's (``DedupConfig``)."""
+    """The recipe's ``dedup`` section: whether the stages run, which passes precede the near-duplicate
+    method (FineWeb's MinHash or DCLM's BFF), and whether this dump's index is kept for later dumps.
+    MinHash's and BFF's other parameters stay FineWeb's and DCLM's (``DedupConfig``)."""
 
     enabled: bool
     url_dedup: bool

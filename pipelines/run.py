@@ -238,6 +238,10 @@ def run_dedup(args: argparse.Namespace, recipe: Recipe, layout: RunLayout, again
     from dedup.pipeline import build_dedup_stages
 
     config, write_index = recipe.dedup.config(against), recipe.dedup.write_index
+    if config.method == "bff":
+        from dedup.bff_stage import plan_filter
+
+        print(plan_filter(config, str(layout.curated)).describe(), flush=True)  # pre-flight: BFF's memory
     stages = build_dedup_stages(str(layout.curated), str(layout.root), config, write_index=write_index)
     return {name: run_stage(args, layout, name, steps, n_tasks) for name, steps, n_tasks in stages}
 
