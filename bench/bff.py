@@ -2,6 +2,7 @@
 
     python -m bench.bff                       # 20,000 documents, 3 rounds, 1 worker
     python -m bench.bff --docs 50000 --rounds 5
+    python -m bench.bff --dclm-bff PATH/TO/bff --rounds 0   # decisions against DCLM's own bff, then stop
 
 The input is the planted set of ``dedup.evaluation.planted_bff_set`` (real ``shared/data`` text in ~300-word
 documents, with whole-document and pasted-paragraph copies), grown to ``--docs`` with variants whose words
@@ -10,6 +11,11 @@ are each replaced with probability 0.1 (unique documents, few shared 13-grams). 
 ``wait4`` (the process and its workers; the local executor with one worker runs the tasks in-process).
 Documents per CPU-second, medians over rounds. First it prints the planted set's recall at DCLM's parameters
 and the removals a filter at FP 0.01 makes beyond one at FP 1e-9 (which decides as an exact set, per the tests).
+
+``--dclm-bff``: DCLM's binary (``cargo build --release`` in mlfoundations/dclm ``dedup/bff``; it needs crates.io)
+runs ``bff bff --remove-type old-both`` with DCLM's parameters, one thread, over the planted set as one .jsonl
+file; its output (documents left, texts after cuts) is compared with ours, at FP 1e-9 (hashing no longer
+matters: the decisions must be equal) and at DCLM's 0.01 (its hash seeds are random per run).
 """
 
 from __future__ import annotations
@@ -83,7 +89,7 @@ def run_method(args: list[str], inp: Path, out: Path) -> dict:
     }
 
 
-def planted_quality() -> None:
+def planted_quality() -> tuple[list[str], int]:
     """Recall of the planted copies at DCLM's parameters, and what FP 0.01 removes beyond FP 1e-9."""
     planted = planted_bff_set(shared_data_dir())
     texts = planted.texts
@@ -107,6 +113,32 @@ def planted_quality() -> None:
     print(f"recall at FP 0.01: documents {doc_recall:.3f}, paragraphs {sum(pasted) / len(pasted):.3f}; "
           f"beyond FP 1e-9: {extra_cuts} paragraphs cut ({extra_cuts / paragraphs:.2%}), "
           f"{extra_drops} documents dropped ({extra_drops / len(texts):.2%})")  # fmt: skip
+    return texts, ngrams
+
+
+def dclm_parity(binary: str, texts: list[str], ngrams: int) -> None:
+    """Documents DCLM's bff keeps, and their texts, against ours on the same input in the same order."""
+    for rate in (1e-9, 0.01):
+        size = FilterSize.for_rate(ngrams, rate)
+        ours = BffDeduper(BloomFilter(size.size_bytes, size.hashers)).decide_all(texts)
+        with tempfile.TemporaryDirectory(prefix="bench_bff_dclm_") as tmp:
+            Path(tmp, "out").mkdir()
+            with Path(tmp, "in.jsonl").open("w") as f:
+                f.writelines(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts))
+            cmd = [binary, "bff", "--inputs", f"{tmp}/in.jsonl", "--output-directory", f"{tmp}/out",
+                   "--expected-ngram-count", str(ngrams), "--fp-rate", str(rate), "--min-ngram-size", "13",
+                   "--max-ngram-size", "13", "--filtering-threshold", "0.8", "--remove-type", "old-both",
+                   "--threads", "1", "--no-progress-bar", "--no-save-bloom-filter"]  # fmt: skip
+            subprocess.run(cmd, check=True, capture_output=True)
+            with Path(tmp, "out", "in.jsonl").open() as f:
+                theirs = {row["id"]: row["text"] for row in map(json.loads, f)}
+        same_drop = sum((i not in theirs) == d.drop for i, d in enumerate(ours))
+        both = [i for i, d in enumerate(ours) if not d.drop and i in theirs]
+        same_text = sum(ours[i].text_after(texts[i]) == theirs[i] for i in both)
+        print(
+            f"DCLM's bff at FP {rate:g}: drops {len(texts) - len(theirs)}, ours {sum(d.drop for d in ours)}; same "
+            f"decision on {same_drop}/{len(texts)} documents, same text on {same_text}/{len(both)} kept by both"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -114,8 +146,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--docs", type=int, default=20_000)
     p.add_argument("--files", type=int, default=4)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--dclm-bff", default=None, help="DCLM's bff binary: compare decisions on the planted set")
     a = p.parse_args(argv)
-    planted_quality()
+    texts, ngrams = planted_quality()
+    if a.dclm_bff:
+        dclm_parity(a.dclm_bff, texts, ngrams)
+    if a.rounds < 1:
+        return
     with tempfile.TemporaryDirectory(prefix="bench_bff_") as tmp:
         size = build_input(Path(tmp, "in"), a.docs, a.files)
         print(f"input: {a.docs:,} documents, {size / 2**20:.1f} MiB of text, {a.files} files; {a.rounds} rounds")
