@@ -85,6 +85,29 @@ def ngram_count(texts: list[str]) -> int:
     return sum(d.ngrams for d in reference(texts, replace(BffParams(), threshold=1.0)))
 
 
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [  # the segments of Rust's unicode-segmentation split_word_bounds with a non-whitespace char (DCLM's tokenize)
+        (
+            "It's 3.14, e.g. U.S.A. don't!! stop",
+            ["It's", "3.14", ",", "e.g", ".", "U.S.A", ".", "don't", "!", "!", "stop"],
+        ),
+        ("US \xad forces \ufeff x", ["US", " \xad", "forces", " \ufeff", "x"]),  # format characters join the space
+        ("été 中文 한국어 :) 1,000.5 $5 a_b", ["été", "中", "文", "한국어", ":", ")", "1,000.5", "$", "5", "a_b"]),
+    ],
+)
+def test_tokens_are_uax29_word_segments(text, want):
+    assert tokens(text) == want
+
+
+def test_paragraph_windows_and_cuts():
+    """DCLM's windows: a later paragraph starts at its newline, so cutting it takes the newline before it."""
+    text = "first\nsecond\n\nthird"
+    assert paragraph_windows(text) == [(0, 5), (5, 12), (12, 13), (13, 19)]
+    assert BffDecision(False, [(5, 12)], 0, 0).text_after(text) == "first\n\nthird"
+    assert BffDecision(False, [(0, 5)], 0, 0).text_after(text) == "\nsecond\n\nthird"
+
+
 @pytest.mark.parametrize("expected", [10_000, 3_000_000, 10**9])
 @pytest.mark.parametrize("rate", [0.01, 0.001])
 def test_filter_size_is_the_formula(expected, rate):
