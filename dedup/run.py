@@ -51,6 +51,8 @@ def run_dedup(
     config = config or DedupConfig()
     layout = DedupLayout(out)
     check_inputs(input_folder, out, config, workers, tasks)
+    if config.method == "bff" and count_input_files(input_folder):
+        print(plan_filter(config, input_folder).describe(), flush=True)  # pre-flight: the memory BFF will take
     if config.word_split == "spacy" and config.method == "minhash":
         spacy_english()  # import spaCy once here; forked workers inherit it instead of re-importing
     seconds: dict[str, float] = {}
@@ -77,8 +79,6 @@ def check_inputs(input_folder: str, out: str, config: DedupConfig, workers: int,
     if tasks is None and not count_input_files(input_folder):
         raise ValueError(f"no parquet files under {input_folder}")
     buffer_records_for(config.cluster_memory_mb)  # an impossible memory cap fails here, not after the signatures
-    if config.method == "bff" and count_input_files(input_folder):
-        print(plan_filter(config, input_folder).describe(), flush=True)  # pre-flight: the memory BFF will take
     check_writable(out)
     for index in config.dedup_against:
         try:

@@ -171,13 +171,19 @@ def _write_parquet(texts: list[str], folder: Path, files: int = 3) -> None:
         pq.write_table(pa.table({"id": ids, "text": part, "dump": ["d"] * len(part)}), folder / f"{i:05d}.parquet")
 
 
-def test_dedup_run_keeps_reasons_and_order(planted, exact, tmp_path):
+def test_dedup_run_keeps_reasons_and_order(planted, exact, tmp_path, capsys):
     """Through ``dedup.run`` (local executor, 2 workers): the decisions are the in-memory ones in input order,
     dropped documents carry ``bff_duplicate``, kept ones their cut-paragraph count and the cut text."""
     texts, want = planted.texts[:900], exact[:900]  # decisions depend only on the documents before
     _write_parquet(texts, tmp_path / "in")
     config = DedupConfig(method="bff", bff_expected_ngrams=ngram_count(want), bff_fp_rate=1e-9)
     summary = run_dedup(str(tmp_path / "in"), str(tmp_path / "out"), config, workers=2)
+    size = FilterSize.for_rate(ngram_count(want), 1e-9)
+    assert (
+        f"BFF filter: {size.size_bytes / 2**20:,.1f} MiB ({size.size_bytes:,} bytes), {size.hashers} hashes"
+        in (capsys.readouterr().out.splitlines()[0])
+    )  # the pre-flight line, before any stage
+    assert summary["bff"]["filter_bytes"] == size.size_bytes
     assert summary["bff"]["removed"] == sum(d.drop for d in want) > 30
     assert summary["bff"]["paragraphs_cut"] == sum(len(d.cut) for d in want) > 50
     removed = pq.read_table(tmp_path / "out" / "removed" / "bff")
