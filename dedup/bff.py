@@ -117,14 +117,19 @@ class BloomFilter:
         h2 = fmix64(keys ^ _SECOND) | np.uint64(1)
         return (keys[:, None] + self._steps[None, :] * h2[:, None]) % self._m
 
-    def contains(self, positions: np.ndarray) -> np.ndarray:
-        """Per row of ``positions``: whether every bit is set."""
-        got = (self.bits[positions >> np.uint64(3)] >> (positions & np.uint64(7)).astype(np.uint8)) & 1
-        return got.all(axis=1)
+    def locate(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(byte index, bit mask), each (len(keys), hashers): where each key's bits are."""
+        positions = self.positions(keys)
+        return (positions >> np.uint64(3)).astype(np.intp), np.left_shift(1, positions & np.uint64(7)).astype(np.uint8)
 
-    def add(self, positions: np.ndarray) -> None:
-        flat = positions.ravel()
-        np.bitwise_or.at(self.bits, flat >> np.uint64(3), np.left_shift(1, (flat & np.uint64(7)).astype(np.uint8)))
+    def contains(self, where: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """Per located key: whether every bit is set."""
+        index, mask = where
+        return (self.bits[index] & mask).astype(bool).all(axis=1)
+
+    def add(self, where: tuple[np.ndarray, np.ndarray]) -> None:
+        index, mask = where
+        np.bitwise_or.at(self.bits, index.ravel(), mask.ravel())
 
     def fill(self) -> float:
         """Fraction of bits set (the false-positive rate now is about fill ** hashers)."""
@@ -216,12 +221,14 @@ class BffDeduper:
         for text, wins in zip(texts, windows, strict=True):
             cut: list[tuple[int, int]] = []
             contained = total = 0
+            first = int(bounds[p])
+            index, mask = self.bloom.locate(keys[first : bounds[p + len(wins)]])  # one document's: 9 B per bit
             for window in wins:
-                a, b = int(bounds[p]), int(bounds[p + 1])
+                a, b = int(bounds[p]) - first, int(bounds[p + 1]) - first
                 p += 1
                 if a == b:
                     continue
-                rows = self.bloom.positions(keys[a:b])  # per paragraph: k x 8 bytes per n-gram, not per batch
+                rows = index[a:b], mask[a:b]
                 found = int(self.bloom.contains(rows).sum())
                 contained, total = contained + found, total + (b - a)
                 if found / (b - a) > threshold:

@@ -128,7 +128,7 @@ def test_filter_memory_is_its_size():
         "size = FilterSize.for_rate(50_000_000, 0.01)\n"
         "keys = np.random.default_rng(0).integers(0, 2**63, 20_000, dtype=np.uint64); before = rss()\n"
         "bloom = BloomFilter(size.size_bytes, size.hashers)\n"
-        "bloom.add(bloom.positions(keys)); bloom.bits[:] |= 1\n"
+        "bloom.add(bloom.locate(keys)); bloom.bits[:] |= 1\n"
         "print(size.size_bytes, rss() - before)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
