@@ -1,6 +1,6 @@
 """BFF (dedup/bff.py, dedup/bff_stage.py): the filter's size is DCLM's formula, a filter with FP -> 0 decides
 as a plain exact-set implementation of DCLM's rules, planted paragraph and document copies of real text are
-removed, and the pass through ``dedup.run`` keeps reasons, is deterministic and resumes."""
+removed, and the pass through ``dedup.run`` keeps reasons, is deterministic and resumes (bad options: test_bad_inputs)."""
 
 from __future__ import annotations
 
@@ -231,14 +231,3 @@ def test_resumes_after_a_killed_rank(planted, tmp_path, monkeypatch):
     assert names == sorted(p.name for p in folder.iterdir()) and "state.filter" not in names
     for name in names:
         assert (whole / name).read_bytes() == (folder / name).read_bytes(), name
-
-
-def test_bad_bff_options_are_one_line(tmp_path):
-    _write_parquet(["a b c"] * 3, tmp_path / "in", files=1)
-    proc = subprocess.run(
-        [sys.executable, "-m", "dedup.run", "--input", str(tmp_path / "in"), "--out", str(tmp_path / "out"),
-         "--method", "bff", "--bff-fp-rate", "1.5"],
-        capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
-    assert proc.returncode == 2 and proc.stderr.startswith("error:") and proc.stderr.count("\n") == 1
-    assert not (tmp_path / "out").exists()

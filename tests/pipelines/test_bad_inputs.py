@@ -70,6 +70,9 @@ CASES: list[tuple[str, str, list[str], str]] = [
      "--ray-cpus-per-task"),
     ("run-dedup-against-missing", "pipelines.run", [SAMPLE, "--out", "{out}", "--dedup-against", "{tmp}/old"],
      "--dedup-against"),
+    ("run-dedup-against-with-bff", "pipelines.run",
+     [SAMPLE, "--out", "{out}", "--recipe", str(REPO / "pipelines/recipes/dclm.yaml"), "--dedup-against", "{tmp}/old"],
+     "BFF"),
     ("run-train-vocab-zero", "pipelines.run", [SAMPLE, "--out", "{out}", "--train", "--vocab-size", "0"],
      "--vocab-size"),
     ("run-train-nproc-zero", "pipelines.run", [SAMPLE, "--out", "{out}", "--train", "--nproc", "0"], "nproc"),
@@ -100,6 +103,8 @@ CASES: list[tuple[str, str, list[str], str]] = [
     ("dedup-tasks-zero", "dedup.run", ["--input", "{curated}", "--out", "{out}", "--tasks", "0"], "--tasks"),
     ("dedup-ngrams-zero", "dedup.run", ["--input", "{curated}", "--out", "{out}", "--n-grams", "0"], "n_grams"),
     ("dedup-bands-zero", "dedup.run", ["--input", "{curated}", "--out", "{out}", "--bands", "0"], "num_buckets"),
+    ("dedup-bff-fp-rate", "dedup.run",
+     ["--input", "{curated}", "--out", "{out}", "--method", "bff", "--bff-fp-rate", "1.5"], "fp rate"),
     ("dedup-against-missing", "dedup.run", ["--input", "{curated}", "--out", "{out}", "--dedup-against", "{tmp}/old"],
      "--dedup-against"),
     # tokenizer.train
