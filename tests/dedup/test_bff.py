@@ -1,6 +1,7 @@
 """BFF (dedup/bff.py, dedup/bff_stage.py): the filter's size is DCLM's formula, a filter with FP -> 0 decides
 as a plain exact-set implementation of DCLM's rules, planted paragraph and document copies of real text are
-removed, and the pass through ``dedup.run`` keeps reasons, is deterministic and resumes (bad options: test_bad_inputs)."""
+removed, and the pass through ``dedup.run`` keeps reasons, is deterministic and resumes (bad options are in
+tests/pipelines/test_bad_inputs.py)."""
 
 from __future__ import annotations
 
