@@ -22,7 +22,7 @@ order (task rank, then position), one at a time, so a run's decisions are determ
 share one filter in whatever order they reach it, and its hash seeds are random per run.
 Hashing: one xxh64 per token and n consecutive token hashes combined in numpy (``dedup.shingles``), salted
 by the dedup group (the dump); the ``k`` bit positions of an n-gram are ``h1 + i * h2 mod m`` (double
-hashing, Kirsch and Mitzenmacher 2006) for a whole batch at once.
+hashing, Kirsch and Mitzenmacher 2006) for a whole document at once.
 """
 
 from __future__ import annotations
