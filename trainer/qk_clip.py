@@ -18,7 +18,8 @@ scale (`trainer.mup.query_scale`) is inside the logits measured, so it is clippe
 refused: the norm undoes any scaling of W_q / W_k (Kimi K2 clips because MLA cannot use QK-norm).
 
 Under FSDP2 W_q and W_k are DTensors sharded by rows: the per-row factor is cut with the weight's own
-placements, so each rank scales its local rows of the right heads (a head may straddle two ranks). The
+placements, so each rank scales its local rows of the right heads (a head may straddle two ranks); blocks
+still gathered from the forward are resharded first, so the shards, not a gathered copy, are scaled. The
 clip keeps no state: the weights it changes are checkpointed as usual, so a resumed run is the same run.
 """
 
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 from trainer.config import ModelConfig
@@ -83,6 +85,9 @@ def qk_clip(model: nn.Module, tau: float, world_size: int, apply: bool = True) -
     tracked = [a.qk_max for a in layers if a.qk_max is not None]
     if not tracked:
         return None
+    for module in model.modules():  # FSDP2 keeps the last block gathered after a forward: scale the shards
+        if isinstance(module, FSDPModule):
+            module.reshard()
     maxima = torch.stack(tracked)
     if world_size > 1:
         dist.all_reduce(maxima, op=dist.ReduceOp.MAX)

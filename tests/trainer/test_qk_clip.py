@@ -98,7 +98,7 @@ def clip_worker(out: Path) -> None:
         optim = OptimConfig(optimizer="muon", muon_qk_clip=1.0)  # turns the tracking on; tau is picked below
         engine = TrainEngine(cfg, info, optim, 4, seed=0, bf16=False, fsdp=True)
         tokens = _tokens(ROWS_PER_RANK * info.world_size)
-        before = {n: p.detach().full_tensor() for n, p in engine.model.state_dict().items()}
+        before = {n: p.detach().full_tensor().clone() for n, p in engine.model.state_dict().items()}  # 1 rank: no copy
         engine.model(tokens[info.rank * ROWS_PER_RANK : (info.rank + 1) * ROWS_PER_RANK])
         seen = torch.stack([a.qk_max for a in engine.model.modules() if isinstance(a, Attention)])
         dist.all_reduce(seen, op=dist.ReduceOp.MAX)
