@@ -104,7 +104,7 @@ class TrainEngine:
         else:
             self.optimizer = build_optimizer(self.model, optim.lr, optim.weight_decay, optim.betas, mup_width_mult=mup)
         if optim.muon_qk_clip:  # MuonClip: the forwards record their logit maxima, `after_update` clips
-            check_qk_clip(model_cfg, dist_info.dims.cp)
+            check_qk_clip(optim.optimizer, model_cfg, dist_info.dims.cp)
             track_qk_max(self.model, self.device)
         self.scheduler = build_scheduler(
             self.optimizer,

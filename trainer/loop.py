@@ -170,7 +170,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
     if cfg.export_hf and data.model_cfg.moe_experts:
         moe_format(data.model_cfg)  # a MoE no transformers format routes like: refused before step 1
     if cfg.optim.muon_qk_clip:
-        check_qk_clip(data.model_cfg, info.dims.cp)  # before `out` is locked or written
+        check_qk_clip(cfg.optim.optimizer, data.model_cfg, info.dims.cp)  # before `out` is locked or written
     lock = lock_output(out, info)  # one run writes `out` (checkpoints, metrics) until this one ends
     if lock is not None:
         held.callback(lock.release)

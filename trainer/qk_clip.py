@@ -38,8 +38,10 @@ from trainer.config import ModelConfig
 from trainer.model import Attention
 
 
-def check_qk_clip(cfg: ModelConfig, cp: int) -> None:
-    """The layouts and models the clip is exact for (a ValueError, one line, otherwise)."""
+def check_qk_clip(optimizer: str, cfg: ModelConfig, cp: int) -> None:
+    """MuonClip's optimizer, and the layouts and models the clip is exact for (a ValueError, one line, otherwise)."""
+    if optimizer != "muon":
+        raise ValueError("--muon-qk-clip is MuonClip's: it needs --optimizer muon")
     if cfg.qk_norm:
         raise ValueError("--muon-qk-clip does not apply with --qk-norm (the norm undoes any scaling of W_q, W_k)")
     if cp > 1:

@@ -135,8 +135,6 @@ class TrainConfig:
             raise ValueError(f"--muon-momentum must be in [0, 1), got {optim.muon_momentum}")
         if not (math.isfinite(optim.muon_qk_clip) and optim.muon_qk_clip >= 0):
             raise ValueError(f"--muon-qk-clip must be >= 0 (0: off), got {optim.muon_qk_clip}")
-        if optim.muon_qk_clip and optim.optimizer != "muon":
-            raise ValueError("--muon-qk-clip is MuonClip's: it needs --optimizer muon")
         if self.eval_task and (self.tp > 1 or self.pp > 1):
             raise ValueError("--eval-task runs under FSDP / HSDP layouts only (--tp 1 --pp 1)")
         check_writable(self.out)
