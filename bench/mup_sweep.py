@@ -4,15 +4,16 @@
     python -m bench.mup_sweep --shards out/mixture --seed 1 --params mup --out sweep.jsonl
     python -m bench.mup_sweep --summarize sweep.jsonl       # mean over the seeds; best LR per width
     python -m bench.mup_sweep --shards out/mixture --steps 400 --log2-lrs -10 -9 -8 -7 -6 -5 --seed 0 --out s400
+    python -m bench.mup_sweep --shards out/mixture --optimizer muon --steps 400 --seed 0 --out muon.jsonl
 
 On a token mixture (`mixtures.build`; its last shard file is held out for validation, as the trainer's
 `--val-holdout-files 1`), each (parametrisation, width, LR) trains the project's model (`--n-layers`,
-`--n-heads` fixed, so head_dim grows with width; ffn 4 x dim) with the project's AdamW (`trainer.optim`,
-μP's per-group LRs when on), LR schedule (warmup 10 %, cosine to 10 %), z-loss-free `lm_loss`, clip 1.0,
-fp32, 200 steps of 8 x 64 tokens, the same windows in the same order for every run of a seed, then
-reports the validation loss on every held-out window. μP's base width is the smallest width. The LRs are
-powers of 2 (one sweep step = 2x): the question is whether the best LR of the small width is within one
-step of the best at 4x width.
+`--n-heads` fixed, so head_dim grows with width; ffn 4 x dim) with the project's AdamW (`trainer.optim`;
+`--optimizer muon`: `trainer.muon`'s MuonAdamW; μP's per-group LRs when on), LR schedule (warmup 10 %,
+cosine to 10 %), z-loss-free `lm_loss`, clip 1.0, fp32, 200 steps of 8 x 64 tokens, the same windows in
+the same order for every run of a seed, then reports the validation loss on every held-out window. μP's
+base width is the smallest width. The LRs are powers of 2 (one sweep step = 2x): the question is whether
+the best LR of the small width is within one step of the best at 4x width.
 
 The sample's mixture (what the README's figures used):
 
@@ -37,6 +38,7 @@ from mixtures.reader import ShardReader
 from trainer.config import ModelConfig
 from trainer.data import WindowIndex
 from trainer.model import Transformer, lm_loss
+from trainer.muon import build_muon
 from trainer.optim import build_optimizer
 from trainer.schedule import build_scheduler
 
@@ -60,7 +62,12 @@ def run_one(args: argparse.Namespace, data: tuple[WindowIndex, WindowIndex, int]
                       ).with_vocab(vocab)  # fmt: skip
     torch.manual_seed(args.seed)
     model = Transformer(cfg)
-    optimizer = build_optimizer(model, lr, args.weight_decay, mup_width_mult=cfg.mup_width_mult if mup else None)
+    width_mult = cfg.mup_width_mult if mup else None
+    if args.optimizer == "muon":  # Muon on the hidden matrices (lr / sqrt(m) under μP), AdamW on the rest
+        betas = (0.9, 0.95)
+        optimizer: torch.optim.Optimizer = build_muon(model, lr, args.weight_decay, betas, mup_width_mult=width_mult)
+    else:
+        optimizer = build_optimizer(model, lr, args.weight_decay, mup_width_mult=width_mult)
     scheduler = build_scheduler(optimizer, args.steps, max(1, args.steps // 10), "cosine", 0.1)
     order = np.random.default_rng(args.seed).permutation(train.num_windows)
     start, losses = time.perf_counter(), []
@@ -81,6 +88,7 @@ def run_one(args: argparse.Namespace, data: tuple[WindowIndex, WindowIndex, int]
     val_loss = total / val.num_windows
     return {
         "param": "mup" if mup else "sp",
+        "optimizer": args.optimizer,
         "seed": args.seed,
         "width": width,
         "lr": lr,
@@ -94,8 +102,9 @@ def summary(results: list[dict[str, Any]]) -> list[str]:
     """A table of validation losses (the mean over the runs of each parametrisation, width and LR, e.g. several
     seeds) and, per parametrisation, how many sweep steps apart the best LRs of the smallest and largest width are."""
     runs: dict[tuple[str, int, float], list[float]] = {}
-    for r in results:
-        runs.setdefault((r["param"], r["width"], r["lr"]), []).append(r["val_loss"])
+    for r in results:  # Muon's runs are their own rows ("mup+muon"); records before --optimizer were AdamW's
+        label = r["param"] + ("+muon" if r.get("optimizer") == "muon" else "")
+        runs.setdefault((label, r["width"], r["lr"]), []).append(r["val_loss"])
     mean = {key: float(np.mean(losses)) for key, losses in runs.items()}
     lrs = sorted({lr for _, _, lr in mean})
     lines = [
@@ -126,6 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--widths", type=int, nargs="+", default=[32, 128])
     parser.add_argument("--log2-lrs", type=int, nargs="+", default=list(range(-11, -3)), help="LR = 2^k")
     parser.add_argument("--params", nargs="+", choices=["mup", "sp"], default=["mup", "sp"])
+    parser.add_argument("--optimizer", choices=["adamw", "muon"], default="adamw",
+                        help="muon: trainer.muon's MuonAdamW (the Muon group at lr / sqrt(m) under μP)")  # fmt: skip
     parser.add_argument("--n-layers", type=int, default=2)
     parser.add_argument("--n-heads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=200)

@@ -23,6 +23,7 @@ from trainer.muon import build_muon
 from trainer.optim import OptimConfig, build_optimizer
 from trainer.parallelize import ACMode, apply_activation_checkpointing, parallelize, set_gradient_sync
 from trainer.pipeline_parallel import Pipeline, PPSchedule, clip_grad_norm
+from trainer.qk_clip import QKClipStats, check_qk_clip, qk_clip, track_qk_max
 from trainer.schedule import build_scheduler
 from trainer.stability import Spike, SpikeGuard
 from trainer.tensor_parallel import as_plain, loss_context
@@ -37,6 +38,7 @@ class StepOutput:
     lr: float
     spike: Spike | None = None  # set when the guard skipped the update
     moe: MoEStepStats | None = None  # router statistics of a MoE model (trainer/moe.py)
+    qk: QKClipStats | None = None  # the step's attention logit maxima under MuonClip (trainer/qk_clip.py)
 
 
 class TrainEngine:
@@ -101,6 +103,9 @@ class TrainEngine:
             )
         else:
             self.optimizer = build_optimizer(self.model, optim.lr, optim.weight_decay, optim.betas, mup_width_mult=mup)
+        if optim.muon_qk_clip:  # MuonClip: the forwards record their logit maxima, `after_update` clips
+            check_qk_clip(optim.optimizer, model_cfg, dist_info.dims.cp)
+            track_qk_max(self.model, self.device)
         self.scheduler = build_scheduler(
             self.optimizer,
             total_steps,
@@ -156,9 +161,16 @@ class TrainEngine:
         spike = guard.check(float(mean_loss), float(grad_norm)) if guard is not None else None
         if spike is None:
             self.optimizer.step()
+        qk = self.after_update(spike is None)
         self.scheduler.step()
         moe = finish_step(self.model, self.world_size)
-        return StepOutput(mean_loss, grad_norm.detach(), lr, spike, moe)
+        return StepOutput(mean_loss, grad_norm.detach(), lr, spike, moe, qk)
+
+    def after_update(self, applied: bool) -> QKClipStats | None:
+        """What follows an optimizer step (`applied`) or a skipped one: MuonClip's QK-clip when it is on."""
+        if not self.optim_cfg.muon_qk_clip:
+            return None
+        return qk_clip(self.model, self.optim_cfg.muon_qk_clip, self.world_size, apply=applied)
 
     @torch.no_grad()
     def evaluate(self, batches: list[torch.Tensor]) -> float:

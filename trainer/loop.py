@@ -35,6 +35,7 @@ from trainer.pipeline_parallel import export_from_checkpoint
 from trainer.preemption import stop_requested
 from trainer.prepare import PreparedData, prepare_data
 from trainer.profiling import StepProfiler, oom_snapshot
+from trainer.qk_clip import check_qk_clip
 from trainer.rerun import OutputInUse, check_output, clear_outputs
 from trainer.stability import SpikeConfig, SpikeGuard, injected_loss_scales
 from trainer.store import StoreRun, staged
@@ -168,6 +169,8 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
     data = prepare_data(cfg, info)
     if cfg.export_hf and data.model_cfg.moe_experts:
         moe_format(data.model_cfg)  # a MoE no transformers format routes like: refused before step 1
+    if cfg.optim.muon_qk_clip:
+        check_qk_clip(cfg.optim.optimizer, data.model_cfg, info.dims.cp)  # before `out` is locked or written
     lock = lock_output(out, info)  # one run writes `out` (checkpoints, metrics) until this one ends
     if lock is not None:
         held.callback(lock.release)
@@ -273,7 +276,8 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
             losses.append((step, float(result.loss)))
             record = {"step": step, "loss": losses[-1][1], "grad_norm": float(result.grad_norm), "lr": result.lr}
             moe = result.moe.record() if result.moe is not None else {}
-            metrics.log({**record, **throughput.measure(step), **moe})
+            qk = result.qk.record() if result.qk is not None else {}
+            metrics.log({**record, **throughput.measure(step), **moe, **qk})
         if evaluates and cfg.eval_every and step % cfg.eval_every == 0:
             with throughput.excluded():  # not charged to the next step's tokens/s and MFU
                 evaluate(step)

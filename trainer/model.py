@@ -65,6 +65,29 @@ def document_layout(tokens: torch.Tensor, eot: int) -> tuple[torch.Tensor, torch
     return mask[:, None], index - first
 
 
+@torch.no_grad()
+def head_max_logits(
+    q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None, block: int = 2**24
+) -> torch.Tensor:
+    """Per query head, the largest pre-softmax logit q.k / sqrt(hd) that attention lets through (causal, or
+    `mask`), over the batch: (H,) in fp32. SDPA never exposes its logits, so they are recomputed here in
+    blocks of query rows (~`block` logits each), in q's dtype; only MuonClip's QK-clip asks (`trainer.qk_clip`)."""
+    b, h, t, hd = q.shape
+    if k.shape[1] != h:  # grouped-query: query head i reads key head i // (H / H_kv), as SDPA's enable_gqa
+        k = k.repeat_interleave(h // k.shape[1], dim=1)
+    best = torch.full((h,), -math.inf, device=q.device)
+    rows = max(1, block // (b * h * t))
+    for start in range(0, t, rows):
+        stop = min(t, start + rows)
+        logits = (q[:, :, start:stop] @ k[:, :, :stop].mT).float() / math.sqrt(hd)
+        if mask is None:
+            allowed = torch.ones(stop - start, stop, dtype=torch.bool, device=q.device).tril(diagonal=start)
+        else:
+            allowed = mask[:, :, start:stop, :stop]
+        best = torch.maximum(best, logits.masked_fill(~allowed, -math.inf).amax(dim=(0, 2, 3)))
+    return best
+
+
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate pairs (x_i, x_{i+d/2}) by the position angle; x is (B, H, T, hd)."""
     half = x.shape[-1] // 2
@@ -73,7 +96,12 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class Attention(nn.Module):
-    """Causal grouped-query attention: n_kv_heads key/value heads shared by n_heads query heads."""
+    """Causal grouped-query attention: n_kv_heads key/value heads shared by n_heads query heads.
+
+    `qk_max`, None unless MuonClip's QK-clip tracks it (`trainer.qk_clip`), is the running per-head maximum
+    of the training forwards' logits (`head_max_logits`)."""
+
+    qk_max: torch.Tensor | None = None
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -107,6 +135,8 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         b, t, _ = x.shape
         q, k, v = self.project(x, cos, sin)
+        if self.qk_max is not None and self.training:
+            self.qk_max = torch.maximum(self.qk_max, head_max_logits(q, k, mask))
         gqa = self.n_kv_heads != self.n_heads
         if mask is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)

@@ -33,6 +33,7 @@ class OptimConfig:
     betas: tuple[float, float] = (0.9, 0.95)
     optimizer: OptimizerKind = "adamw"  # muon: trainer/muon.py (Muon on hidden matrices, AdamW on the rest)
     muon_momentum: float = 0.95
+    muon_qk_clip: float = 0.0  # MuonClip's tau (trainer/qk_clip.py); 0: off
 
     def warmup_for(self, total_steps: int) -> int:
         """The warmup this run uses: the configured steps, or the recipe default for its length."""

@@ -238,8 +238,10 @@ class SFTRun:
         spike = self.guard.check(loss, float(grad_norm)) if self.guard is not None else None
         if spike is None:
             engine.optimizer.step()
+        qk = engine.after_update(spike is None)  # MuonClip's QK-clip when on
         engine.scheduler.step()
-        return {"loss": loss, "grad_norm": float(grad_norm), "lr": lr, "targets": count, "skipped": spike is not None}
+        record = {"loss": loss, "grad_norm": float(grad_norm), "lr": lr, "targets": count, "skipped": spike is not None}
+        return {**record, **(qk.record() if qk is not None else {})}
 
     @torch.no_grad()
     def evaluate(self) -> float:

@@ -133,6 +133,8 @@ class TrainConfig:
                              f"{optim.betas}")  # fmt: skip
         if not 0 <= optim.muon_momentum < 1:
             raise ValueError(f"--muon-momentum must be in [0, 1), got {optim.muon_momentum}")
+        if not (math.isfinite(optim.muon_qk_clip) and optim.muon_qk_clip >= 0):
+            raise ValueError(f"--muon-qk-clip must be >= 0 (0: off), got {optim.muon_qk_clip}")
         if self.eval_task and (self.tp > 1 or self.pp > 1):
             raise ValueError("--eval-task runs under FSDP / HSDP layouts only (--tp 1 --pp 1)")
         check_writable(self.out)
@@ -170,6 +172,9 @@ HELP: dict[str, str] = {
     "optimizer": "adamw, or muon: Muon (Newton-Schulz orthogonalised momentum, RMS matched to AdamW so --lr "
     "carries over) on the hidden matrices, AdamW on the embedding, head and norms (trainer/muon.py)",
     "muon_momentum": "Muon's Nesterov momentum",
+    "muon_qk_clip": "MuonClip (Kimi K2) with this tau: after each step, the query/key weights of every attention "
+    "head whose largest logit q.k / sqrt(head_dim) in the step exceeded tau are scaled so it is tau "
+    "(trainer/qk_clip.py; needs --optimizer muon, not with --qk-norm); 0: off",
     "document_masking": "attention does not cross <|endoftext|> inside a window and positions restart per "
     "document (an SDPA mask: slower than plain causal attention)",
     "vocab_multiple": "pad the model vocabulary up to a multiple of this (1: no padding); GPUs prefer 64",

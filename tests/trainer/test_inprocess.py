@@ -91,16 +91,17 @@ def test_optimizer_flags_fill_the_nested_config_and_the_flat_record() -> None:
 
     flags = ["--lr", "1e-3", "--weight-decay", "0.05", "--warmup-steps", "7", "--schedule", "wsd"]
     flags += ["--min-lr-ratio", "0.2", "--wsd-decay-fraction", "0.3", "--grad-clip", "0.5", "--z-loss", "1e-4"]
-    flags += ["--betas", "0.8", "0.99", "--optimizer", "muon", "--muon-momentum", "0.9"]
+    flags += ["--betas", "0.8", "0.99", "--optimizer", "muon", "--muon-momentum", "0.9", "--muon-qk-clip", "50"]
     cfg = parse_args(["--shards", "s", "--tokenizer", "t.json", "--out", "o", "--micro-batch", "3", *flags])
     expected = OptimConfig(
         lr=1e-3, weight_decay=0.05, warmup_steps=7, schedule="wsd", min_lr_ratio=0.2, wsd_decay_fraction=0.3,
-        grad_clip=0.5, z_loss=1e-4, betas=(0.8, 0.99), optimizer="muon", muon_momentum=0.9,
+        grad_clip=0.5, z_loss=1e-4, betas=(0.8, 0.99), optimizer="muon", muon_momentum=0.9, muon_qk_clip=50.0,
     )  # fmt: skip
     assert cfg.optim == expected and cfg.micro_batch == 3
     record = flat_record(cfg)
     assert "optim" not in record
-    assert [record[k] for k in OPTIM_FLAGS] == [1e-3, 0.05, 7, "wsd", 0.2, 0.3, 0.5, 1e-4, [0.8, 0.99], "muon", 0.9]
+    expected_flags = [1e-3, 0.05, 7, "wsd", 0.2, 0.3, 0.5, 1e-4, [0.8, 0.99], "muon", 0.9, 50.0]
+    assert [record[k] for k in OPTIM_FLAGS] == expected_flags
     keys = list(record)  # the flags' order, optim's spelled out where the field sits
     assert keys[keys.index("grad_accum") + 1 : keys.index("seed")] == list(OPTIM_FLAGS)
     assert record["shards"] == "s" and record["val_shards"] is None
