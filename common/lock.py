@@ -67,11 +67,30 @@ def refuse_planted_links(folder: str | os.PathLike[str]) -> None:
 def check_apart(out: str | os.PathLike[str], inputs: dict[str, str | os.PathLike[str]]) -> None:
     """Refuse an output folder that is an input folder, lies inside one or holds one: the run would
     overwrite what it reads, or read its own output on a rerun. `inputs`: {what: folder}."""
-    out_path = Path(out).resolve()
+    out_path = Path(os.path.realpath(out))  # realpath: a symlink loop is left as is, not a RuntimeError
     for what, folder in inputs.items():
-        folder_path = Path(folder).resolve()
+        folder_path = Path(os.path.realpath(folder))
         if out_path == folder_path or folder_path in out_path.parents or out_path in folder_path.parents:
             raise FolderUnavailable(f"{out}: an output folder must be apart from the {what} ({folder})")
+
+
+def refuse_inside_live_folder(out: str | os.PathLike[str], what: str) -> None:
+    """Refuse an output folder that lies inside a folder a live process is writing (its `.lock` held
+    exclusively): an export into a subfolder of a training run's --out while it trains would be mixed
+    with, or erased by, what the run writes there. Probed with a shared, non-blocking flock on each
+    ancestor's `.lock` (never created, never followed if a link), released at once."""
+    out_path = Path(out).absolute()
+    for folder in out_path.parents:
+        try:
+            fd = os.open(folder / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue  # no lock there (or not one this process may read): nothing live to collide with
+        try:
+            fd = _flock(fd, fcntl.LOCK_SH, folder, folder / LOCK_NAME, what)
+        except FolderLocked as err:
+            raise FolderLocked(f"{out}: an output folder inside a folder in use; {err}") from None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 class _HeldFlock:

@@ -90,6 +90,25 @@ def count_input_files(input_folder: DataFolderLike) -> int:
     return len(folder.list_files(glob_pattern=DOCUMENT_GLOB)) if folder.exists("") else 0
 
 
+def check_parquet_footers(input_folder: DataFolderLike) -> None:
+    """Every input document file is a parquet file with a `text` column (its footer read, no rows): a
+    truncated or foreign file is one ValueError naming it before anything is written, not a traceback
+    from a task after the output folder was made."""
+    import pyarrow.parquet as pq
+
+    folder = get_datafolder(input_folder)
+    if not folder.exists(""):
+        return
+    for name in folder.list_files(glob_pattern=DOCUMENT_GLOB):
+        try:
+            with folder.open(name, "rb") as handle:
+                names = pq.ParquetFile(handle).schema_arrow.names
+        except (OSError, ValueError, pa.ArrowException) as err:
+            raise ValueError(f"{folder.resolve_paths(name)}: not a readable parquet file ({err})") from None
+        if "text" not in names:
+            raise ValueError(f"{folder.resolve_paths(name)}: no `text` column (columns: {', '.join(names)})")
+
+
 def build_dedup_stages(
     input_folder: DataFolderLike,
     run_dir: str | Path,

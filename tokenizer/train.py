@@ -13,10 +13,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import pyarrow.parquet as pq
 from tokenizers import pre_tokenizers, trainers
 
 from common.cli import errors_as_one_line
-from common.lock import check_writable
+from common.lock import check_apart, check_writable
 from tokenizer.artifacts import tokenizer_sha256, write_tokenizer_dir
 from tokenizer.chat import CHAT_TOKENS
 from tokenizer.corpus import SampleStats, sample_texts
@@ -101,6 +102,7 @@ def train_tokenizer(
     check_writable(out_dir)
     start = time.perf_counter()
     files = resolve_parquet(inputs)
+    check_inputs_apart(files, out_dir, column)
     pattern = split_pattern(max_digits=max_digits, number_space=number_space, words=words)
     tok = new_bpe(pattern)
     trainer = trainers.BpeTrainer(
@@ -147,6 +149,18 @@ def train_tokenizer(
         vocab_size_requested=vocab_size,
         min_frequency=min_frequency,
     )
+
+
+def check_inputs_apart(files: list[Path], out_dir: str | os.PathLike[str], column: str) -> None:
+    """Before anything is written: `out_dir` is apart from every folder of input documents (a tokenizer
+    written into curated/ is read as a document folder by the next stage), and each input is a parquet
+    file with `column` (its footer only; a missing column was an IndexError from deep in the sampler)."""
+    for folder in {f.parent for f in files}:
+        check_apart(out_dir, {"input documents": folder})
+    for file in files:
+        names = pq.read_schema(file).names  # ArrowInvalid (a ValueError) for a file that is not parquet
+        if column not in names:
+            raise ValueError(f"{file}: no `{column}` column (columns: {', '.join(names)})")
 
 
 def main(argv: list[str] | None = None) -> None:
