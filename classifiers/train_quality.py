@@ -28,7 +28,9 @@ from classifiers.lid import LABEL_PREFIX
 from classifiers.metrics import precision_recall, quantiles, roc_auc, top_fraction_threshold
 from classifiers.quality_model import NEGATIVE, POSITIVE, QualityModel, fasttext_line, write_sidecar
 from classifiers.text_io import TextDoc, read_documents
+from common.cli import one_line
 from common.config import config_from_args
+from common.lock import check_not_input
 
 
 @dataclass(frozen=True)
@@ -215,13 +217,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = config_from_args(TrainConfig, args)
-    try:
+    try:  # the model (and OUT.json) must not replace a file it is trained on
+        inputs = [*args.positive, *args.negative, *(args.calibration or [])]
+        for out in (args.out, f"{args.out}.json"):
+            check_not_input(out, {f"input {p}": p for p in inputs}, {f"input folder {p}": p for p in inputs})
         positive = read_documents(args.positive, args.field)
         negative = read_documents(args.negative, args.field)
         calibration = read_documents(args.calibration, args.field) if args.calibration else None
         report = train(positive, negative, args.out, config, calibration)
     except (OSError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     print(format_report(report))
     print(f"wrote {args.out} and {args.out}.json")

@@ -72,6 +72,10 @@ def open_bounded(path: str | os.PathLike[str], limit: int = MAX_DATA_BYTES) -> B
         inner: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
         what, owned = f"{path} (decompressed)", (inner, raw)
     else:
+        size = os.fstat(raw.fileno()).st_size
+        if size > limit:  # known before reading: a (sparse) 3 GiB file is refused at once, not read to the cap
+            raw.close()
+            raise InputRefused(f"{path} holds {size:,} bytes, more than {limit:,}; refused (the limit for this input)")
         inner, what, owned = raw, str(path), (raw,)
     return io.BufferedReader(_Capped(inner, limit, what, owned))  # type: ignore[return-value]
 

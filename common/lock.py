@@ -93,6 +93,21 @@ def refuse_inside_live_folder(out: str | os.PathLike[str], what: str) -> None:
         os.close(fd)
 
 
+def check_not_input(out: str | os.PathLike[str], files: dict[str, object], folders: dict[str, object]) -> None:
+    """Refuse an output file that is one of the files a run reads, or an existing file inside a folder it
+    reads (a model's config.json): the audit overwrote a task file with its report, a model's config with
+    generations and a classifier's training parquet with the model. A new file beside them is fine.
+    `files` / `folders`: {what: path}; None values are skipped."""
+    target = Path(os.path.realpath(out))
+    for what, file in files.items():
+        if file is not None and target == Path(os.path.realpath(str(file))):
+            raise FolderUnavailable(f"{out} is the {what} this run reads; write the output elsewhere")
+    for what, folder in folders.items():
+        inside = folder is not None and Path(os.path.realpath(str(folder))) in target.parents
+        if inside and os.path.lexists(target):
+            raise FolderUnavailable(f"{out} is a file of the {what} ({folder}); write the output elsewhere")
+
+
 class _HeldFlock:
     """What both lock kinds hold: the locked file's descriptor, until `release` (or process exit)."""
 

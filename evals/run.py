@@ -26,7 +26,7 @@ import torch
 from tqdm import tqdm
 
 from common.cli import one_line
-from common.lock import file_lock
+from common.lock import check_not_input, file_lock
 from evals.generate import Generator, answer_gsm8k, load_transformer
 from evals.gsm8k import Problem, read_problems
 from evals.models import LoadedModel, ModelLoadError, cpu_threads, load_model, pick_device
@@ -135,17 +135,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def check_report_apart(out: Path, model: Path, inputs: list[Path]) -> None:
-    """The report must not replace what the run reads: a task file given as --out was overwritten with the
-    report, the model's config.json likewise (the audit of issue 30). A new file beside them is fine."""
-    target = Path(os.path.realpath(out))
-    if target in {Path(os.path.realpath(p)) for p in inputs}:
-        raise TaskDataError(f"--out {out} is a task file this run reads; give another path for the report")
-    folder = Path(os.path.realpath(model))
-    if folder.is_dir() and folder in target.parents and target.exists():
-        raise TaskDataError(f"--out {out} is a file of the model folder {model}; give another path for the report")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -164,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_new_tokens < 1:
             raise TaskDataError("--max-new-tokens must be >= 1")
         specs = parse_task_specs(args.task, "--task", generative=True)
-        if args.out:
-            check_report_apart(args.out, args.model, list(specs.values()))
+        if args.out:  # the report must not replace what the run reads
+            check_not_input(args.out, {f"--task {n} file": p for n, p in specs.items()}, {"model folder": args.model})
         pick_device(args.device)  # a bogus or absent device, before any file is read
         gsm8k_path = specs.pop("gsm8k", None)
         if gsm8k_path is not None and args.backend == "hf":
@@ -200,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                 ref = args.blimp_reference or specs["blimp"].parent / "models_summary.jsonl"
                 if ref.is_file():
                     print(comparison_table(results[name], task, read_reference(ref)), flush=True)
-    except (TaskDataError, ModelLoadError, ValueError) as err:
+    except (TaskDataError, ModelLoadError, ValueError) as err:  # FolderUnavailable is a ValueError
         print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     report = {"model": str(args.model), "tasks": results}

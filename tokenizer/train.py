@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import pyarrow.parquet as pq
 from tokenizers import pre_tokenizers, trainers
 
 from common.cli import errors_as_one_line
@@ -21,7 +20,7 @@ from common.lock import check_apart, check_writable
 from tokenizer.artifacts import tokenizer_sha256, write_tokenizer_dir
 from tokenizer.chat import CHAT_TOKENS
 from tokenizer.corpus import SampleStats, sample_texts
-from tokenizer.inputs import resolve_parquet
+from tokenizer.inputs import check_parquet_columns, resolve_parquet
 from tokenizer.model import EOT, new_bpe
 from tokenizer.pattern import WORD_STYLES, split_pattern
 
@@ -157,10 +156,7 @@ def check_inputs_apart(files: list[Path], out_dir: str | os.PathLike[str], colum
     file with `column` (its footer only; a missing column was an IndexError from deep in the sampler)."""
     for folder in {f.parent for f in files}:
         check_apart(out_dir, {"input documents": folder})
-    for file in files:
-        names = pq.read_schema(file).names  # ArrowInvalid (a ValueError) for a file that is not parquet
-        if column not in names:
-            raise ValueError(f"{file}: no `{column}` column (columns: {', '.join(names)})")
+    check_parquet_columns(files, column)
 
 
 def main(argv: list[str] | None = None) -> None:

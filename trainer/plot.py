@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or args.log.with_suffix(".png")
     try:
-        if out.resolve() == args.log.resolve():  # the PNG would replace the log it is drawn from
+        if os.path.realpath(out) == os.path.realpath(args.log):  # the PNG would replace the log it is drawn from
             raise ValueError(f"--out {out} is the log itself; choose another PNG path")
         series, bad = load_log(args.log)
         out = plot_series(series, out, title=str(args.log))
