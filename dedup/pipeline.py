@@ -27,6 +27,7 @@ from datatrove.io import DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.readers import ParquetReader
 
+from common.bounded_input import InputRefused, refuse_parquet_bomb
 from common.documents import DOCUMENT_GLOB, DocumentWriter
 from common.storage import join
 from dedup.buckets import DedupBuckets
@@ -100,13 +101,18 @@ def check_parquet_footers(input_folder: DataFolderLike) -> None:
     if not folder.exists(""):
         return
     for name in folder.list_files(glob_pattern=DOCUMENT_GLOB):
+        path = folder.resolve_paths(name)
         try:
             with folder.open(name, "rb") as handle:
                 names = pq.ParquetFile(handle).schema_arrow.names
+                handle.seek(0)
+                refuse_parquet_bomb(handle, path, "text", folder.size(name))
+        except InputRefused as err:
+            raise ValueError(str(err)) from None
         except (OSError, ValueError, pa.ArrowException) as err:
-            raise ValueError(f"{folder.resolve_paths(name)}: not a readable parquet file ({err})") from None
+            raise ValueError(f"{path}: not a readable parquet file ({err})") from None
         if "text" not in names:
-            raise ValueError(f"{folder.resolve_paths(name)}: no `text` column (columns: {', '.join(names)})")
+            raise ValueError(f"{path}: no `text` column (columns: {', '.join(names)})")
 
 
 def build_dedup_stages(

@@ -84,6 +84,12 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
      {"spec.yaml": _ablation("{tmp}/fifo")}, "FIFO"),
     ("harness-task-fifo", "evals.harness", ["{model}", "--task", "mc={tmp}/fifo", "--out", "{tmp}/h.json"], {},
      "regular file"),
+    # an 824-byte parquet file whose text decodes to 20 GB (one dictionary entry of 1 MB, 20,000 rows)
+    ("dedup-parquet-bomb", "dedup.run", ["--input", "{tmp}/bomb", "--out", "{tmp}/out"], {}, "decompression bomb"),
+    ("tokenizer-parquet-bomb", "tokenizer.train", ["--input", "{tmp}/bomb", "--out", "{tmp}/tok", "--quiet"], {},
+     "decompression bomb"),
+    ("mixture-parquet-bomb", "mixtures.build", ["{tmp}/mix.yaml", "--out", "{tmp}/out", "--quiet"],
+     {"mix.yaml": _mix("{tmp}/bomb")}, "decompression bomb"),
     # garbled files: one line naming the file, before anything is written
     ("dedup-truncated-parquet", "dedup.run", ["--input", "{tmp}/trunc", "--out", "{tmp}/out"], {}, "parquet"),
     ("mixture-source-truncated-parquet", "mixtures.build", ["{tmp}/mix.yaml", "--out", "{tmp}/out", "--quiet"],
@@ -168,6 +174,11 @@ def _hostile_files(case_tmp: Path, docs: Path) -> None:
     data = (docs / "00000.parquet").read_bytes()
     (case_tmp / "trunc").mkdir()
     (case_tmp / "trunc" / "00000.parquet").write_bytes(data[: len(data) // 2])
+    (case_tmp / "bomb").mkdir()
+    one_mb = pa.array(["word " * 200_000])
+    text = pa.DictionaryArray.from_arrays(pa.array([0] * 20_000, pa.int32()), one_mb)
+    pq.write_table(pa.table({"id": pa.array(["x"] * 20_000), "text": text}), case_tmp / "bomb" / "00000.parquet",
+                   compression="zstd", compression_level=22)  # fmt: skip
 
 
 def _fill(value: object, names: dict[str, str]) -> object:
