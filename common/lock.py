@@ -14,6 +14,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shlex
 import sys
 from collections.abc import Iterator
@@ -91,6 +92,15 @@ def refuse_inside_live_folder(out: str | os.PathLike[str], what: str) -> None:
             raise FolderLocked(f"{out}: an output folder inside a folder in use; {err}") from None
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def check_local_output(out: str | os.PathLike[str], command: str) -> None:
+    """Refuse a URL as the output of a command that writes a local folder: `s3://bucket/x` was taken as the
+    relative path `s3:/bucket/x`, and the result landed in a folder named `s3:` under the current one."""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", str(out)):  # `s3://b/x`, or `s3:/b/x` once made a Path
+        raise FolderUnavailable(
+            f"{out}: {command} writes a local folder, not a URL; write it locally and copy it to the store"
+        )
 
 
 def check_not_input(out: str | os.PathLike[str], files: dict[str, object], folders: dict[str, object]) -> None:

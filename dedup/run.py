@@ -17,7 +17,7 @@ from pathlib import Path
 from datatrove.executor import LocalPipelineExecutor
 
 from common.cli import errors_as_one_line
-from common.lock import FolderLock, check_apart, check_writable
+from common.lock import FolderLock, check_apart, check_local_output, check_writable
 from common.slurm_arrays import (
     SlurmOptions,
     SlurmTasksFailed,
@@ -79,6 +79,7 @@ def check_inputs(input_folder: str, out: str, config: DedupConfig, workers: int,
     if tasks is not None and tasks > max(files, 1):  # a task reads whole files: --tasks 1e9 made 1e9 empty tasks
         raise ValueError(f"--tasks must be <= the {files} input parquet files, got {tasks}")
     buffer_records_for(config.cluster_memory_mb)  # an impossible memory cap fails here, not after the signatures
+    check_local_output(out, "dedup.run")  # its lock and summary are local files
     check_apart(out, {"input documents": input_folder})  # --out in --input: a rerun would read its own output
     check_writable(out)
     check_parquet_footers(input_folder)

@@ -24,7 +24,7 @@ import numpy as np
 import yaml
 
 from common.cli import errors_as_one_line
-from common.lock import FolderLocked, check_apart, locked_folder
+from common.lock import FolderLocked, check_apart, check_local_output, locked_folder
 from common.slurm_job import add_job_arguments, job_options, run_as_job
 from common.storage import is_remote
 from mixtures.encode import TokenPart
@@ -233,6 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     # (FileNotFoundError), shards not matching (ManifestError), an --out that holds shards or cannot be
     # made (OSError), an impossible target (InfeasibleMixture), a locked --out (FolderLocked)
     with errors_as_one_line(ValueError, OSError, yaml.YAMLError, FolderLocked):
+        check_local_output(args.out, "mixtures.build")
         manifest = build_mixture(args.spec, args.out, overwrite=args.overwrite, progress=not args.quiet)
     seconds = time.perf_counter() - start
     print(format_summary(manifest))

@@ -16,7 +16,7 @@ from pathlib import Path
 from tokenizers import pre_tokenizers, trainers
 
 from common.cli import errors_as_one_line
-from common.lock import check_apart, check_writable
+from common.lock import check_apart, check_local_output, check_writable
 from tokenizer.artifacts import tokenizer_sha256, write_tokenizer_dir
 from tokenizer.chat import CHAT_TOKENS
 from tokenizer.corpus import SampleStats, sample_texts
@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _train_from_args(args: argparse.Namespace) -> TrainResult:
+    check_local_output(args.out, "tokenizer.train")
     if args.max_digits < 0:  # 0 means unlimited on the command line, None in the API
         raise ValueError(f"--max-digits must be >= 0 (0: unlimited), got {args.max_digits}")
     return train_tokenizer(

@@ -25,7 +25,14 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 
 from common.atomic import FILE_MODE
 from common.cli import fail
-from common.lock import FolderLock, FolderUnavailable, check_apart, check_writable, refuse_inside_live_folder
+from common.lock import (
+    FolderLock,
+    FolderUnavailable,
+    check_apart,
+    check_local_output,
+    check_writable,
+    refuse_inside_live_folder,
+)
 from tokenizer.artifacts import load_tokenizer
 from trainer.checkpoint_trust import UntrustedCheckpoint
 from trainer.config import ModelConfig
@@ -209,6 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokenizer", type=Path, help="tokenizer.json to copy next to the weights")
     args = parser.parse_args(argv)
     try:  # the export must not land in the checkpoint (it could never be verified and loaded again)
+        check_local_output(args.out, "trainer.export_hf")
         check_apart(args.out, {"checkpoint": args.checkpoint})
         refuse_inside_live_folder(args.out, "export_hf")  # a subfolder of a training run's --out while it trains
         check_writable(args.out)

@@ -67,6 +67,13 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
     ("plot-log-is-a-link-loop", "trainer.plot", ["{tmp}/loop", "--out", "{tmp}/o.png"], {}, "loop"),
     ("export-checkpoint-is-a-link-loop", "trainer.export_hf", ["--checkpoint", "{tmp}/loop", "--out", "{tmp}/hf"], {},
      "loop"),
+    # a URL --out to a command that writes a local folder: it made ./s3:/bucket/... and exited 0
+    ("mixture-out-a-url", "mixtures.build", ["{tmp}/mix.yaml", "--out", "s3://bucket/mix", "--quiet"],
+     {"mix.yaml": _mix("{docs}")}, "not a URL"),
+    ("tokenizer-out-a-url", "tokenizer.train", ["--input", "{docs}", "--out", "s3://bucket/tok", "--quiet"], {},
+     "not a URL"),
+    ("dedup-out-a-url", "dedup.run", ["--input", "{docs}", "--out", "s3://bucket/dd"], {}, "not a URL"),
+    ("export-out-a-url", "trainer.export_hf", ["--checkpoint", "{tmp}/c", "--out", "s3://bucket/hf"], {}, "not a URL"),
     # FIFOs and a sparse 3 GiB file: refused at once, never waited on or read whole
     ("run-sft-3gib", "pipelines.run", [SAMPLE, "--out", "{tmp}/out", "--train", "--sft", "{tmp}/huge"], {}, "--sft"),
     ("plan-costs-fifo", "pipelines.plan", ["sample", "--costs", "{tmp}/fifo"], {}, "FIFO"),
