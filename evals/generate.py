@@ -216,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("give --prompt or --gsm8k")
         if args.max_new_tokens < 1 or (args.limit is not None and args.limit < 1):
             raise ValueError("--max-new-tokens and --limit must be >= 1")
+        if args.out and args.out.is_dir():  # found only when the JSON was written, after the generations
+            raise ValueError(f"--out {args.out} is a folder; give the path of the JSON file to write")
         if args.out:  # generations written over the model's config.json or the problems they answer
             check_not_input(args.out, {"--gsm8k file": args.gsm8k}, {"model folder": args.model})
         problems = read_problems(args.gsm8k)[: args.limit] if args.gsm8k else []

@@ -62,6 +62,8 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
      {"m.jsonl": '{"step": 1, "loss": 2.0}\n'}, "the log itself"),
     ("generate-out-is-the-model-config", "evals.generate",
      ["{model}", "--prompt", "w1", "--out", "{model}/config.json"], {}, "model folder"),
+    ("generate-out-a-folder", "evals.generate", ["{model}", "--prompt", "w1", "--out", "{tmp}/folder"], {},
+     "is a folder"),
     ("quality-out-is-a-training-file", "classifiers.train_quality", ["--positive", "{docs}/00000.parquet",
      "--negative", "{docs}", "--out", "{docs}/00000.parquet"], {}, "input"),  # fmt: skip
     ("plot-log-is-a-link-loop", "trainer.plot", ["{tmp}/loop", "--out", "{tmp}/o.png"], {}, "loop"),
