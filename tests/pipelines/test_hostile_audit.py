@@ -140,6 +140,10 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
      "--temperature"),
     ("mixture-seed-negative", "mixtures.build", ["{tmp}/mix.yaml", "--out", "{tmp}/out", "--quiet"],
      {"mix.yaml": _mix("{docs}", seed=-1)}, "seed"),
+    ("quality-lr-nan", "classifiers.train_quality", ["--positive", "{docs}", "--negative", "{docs}", "--out",
+     "{tmp}/q.bin", "--lr", "nan"], {}, "--lr"),  # fmt: skip
+    ("quality-threads-zero", "classifiers.train_quality", ["--positive", "{docs}", "--negative", "{docs}", "--out",
+     "{tmp}/q.bin", "--threads", "0"], {}, "--threads"),  # fmt: skip
     ("mup-heads-zero", "trainer.mup_check", ["--n-heads", "0"], {}, "--n-heads"),
     ("mup-json-a-folder", "trainer.mup_check", ["--json", "{tmp}/folder"], {}, "--json"),
     ("plan-gpus-1e12", "trainer.plan", ["--params", "1e9", "--gpus", "1000000000000"], {}, "--gpus"),
