@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from common.cli import fail
+from common.jsonl import JsonlError, iter_jsonl
 from common.lock import check_not_input
 from evals.tasks.icl import InContextTask
 
@@ -155,6 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     for kind, path in tasks.items():  # before the model loads (seconds): a missing, FIFO or folder task file
         if not kind or not path.is_file():
             fail(f"--task {kind}={path}: give KIND=PATH of a regular file")
+        try:  # rows that are JSON objects, within the size cap: lm-eval failed on anything else with a traceback
+            rows = [row for _, row in iter_jsonl(path)]
+        except (JsonlError, OSError) as err:
+            fail(f"--task {kind}: {err}")
+        if not rows or not all(isinstance(row, dict) for row in rows):
+            fail(f"--task {kind}: {path} holds no rows, or a row that is not a JSON object")
     if (args.limit is not None and args.limit < 1) or args.batch_size < 1:
         fail(f"--limit and --batch-size must be >= 1, got {args.limit} and {args.batch_size}")
     try:

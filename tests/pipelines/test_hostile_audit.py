@@ -91,6 +91,8 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
      "--text"),
     ("ablate-dataset-fifo", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{root}/ablate-out"],
      {"spec.yaml": _ablation("{tmp}/fifo")}, "FIFO"),
+    ("harness-task-binary", "evals.harness", ["{model}", "--task", "mc={tmp}/garbage.json", "--out", "{tmp}/h.json"],
+     {}, "--task mc"),
     ("harness-task-fifo", "evals.harness", ["{model}", "--task", "mc={tmp}/fifo", "--out", "{tmp}/h.json"], {},
      "regular file"),
     # an 824-byte parquet file whose text decodes to 20 GB (one dictionary entry of 1 MB, 20,000 rows)
