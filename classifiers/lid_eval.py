@@ -24,6 +24,7 @@ from classifiers.language_filter import FastTextLanguageFilter
 from classifiers.lid import bundled_ft176_path, load_fasttext, normalize_label
 from classifiers.lid_data import load_labelled, map_languages, paragraphs
 from classifiers.metrics import accuracy, macro_f1, per_class
+from common.cli import one_line
 
 Predict = Callable[[Sequence[str]], list[str]]
 
@@ -139,9 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paragraph-size", type=int, default=5, help="sentences per paragraph")
     args = parser.parse_args(argv)
     try:
+        if not Path(args.out).parent.is_dir() or Path(args.out).is_dir():  # found after the whole evaluation
+            raise ValueError(f"--out {args.out}: not a file in an existing folder")
         report = run(args.data, args.model, args.paragraph_size)
     except (OSError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     print(format_report(report))
     Path(args.out).write_text(json.dumps(report, indent=2))

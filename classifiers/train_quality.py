@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import math
 import os
 import random
 import sys
@@ -28,7 +29,9 @@ from classifiers.lid import LABEL_PREFIX
 from classifiers.metrics import precision_recall, quantiles, roc_auc, top_fraction_threshold
 from classifiers.quality_model import NEGATIVE, POSITIVE, QualityModel, fasttext_line, write_sidecar
 from classifiers.text_io import TextDoc, read_documents
+from common.cli import one_line
 from common.config import config_from_args
+from common.lock import check_not_input
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,20 @@ class TrainConfig:
     quantize: bool = False
     quantize_cutoff: int = 100_000
     top_fractions: tuple[float, ...] = (0.1, 0.3, 0.5)
+
+    def check(self) -> None:
+        """Every knob in range before reading or training (fastText aborted with a traceback, or trained
+        nothing and exited 0, on --lr nan, --threads 0, --word-ngrams 0, --dim 0, --heldout 2 ...)."""
+        counts = {"dim": 1, "epoch": 1, "word_ngrams": 1, "bucket": 0, "min_count": 1, "threads": 1, "seed": 0}
+        for name, low in counts.items():
+            if getattr(self, name) < low:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(self, name)}")
+        if not 0 < self.lr < math.inf:
+            raise ValueError(f"--lr must be a finite number > 0, got {self.lr}")
+        if not 0 <= self.heldout < 1:
+            raise ValueError(f"--heldout must be a share in [0, 1), got {self.heldout}")
+        if not all(0 < f <= 1 for f in self.top_fractions):
+            raise ValueError(f"--top-fraction values must be in (0, 1], got {list(self.top_fractions)}")
 
 
 @dataclass
@@ -215,13 +232,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = config_from_args(TrainConfig, args)
-    try:
+    try:  # the model (and OUT.json) must not replace a file it is trained on
+        config.check()
+        inputs = [*args.positive, *args.negative, *(args.calibration or [])]
+        for out in (args.out, f"{args.out}.json"):
+            check_not_input(out, {f"input {p}": p for p in inputs}, {f"input folder {p}": p for p in inputs})
         positive = read_documents(args.positive, args.field)
         negative = read_documents(args.negative, args.field)
         calibration = read_documents(args.calibration, args.field) if args.calibration else None
         report = train(positive, negative, args.out, config, calibration)
     except (OSError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     print(format_report(report))
     print(f"wrote {args.out} and {args.out}.json")

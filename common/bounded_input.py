@@ -72,6 +72,10 @@ def open_bounded(path: str | os.PathLike[str], limit: int = MAX_DATA_BYTES) -> B
         inner: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
         what, owned = f"{path} (decompressed)", (inner, raw)
     else:
+        size = os.fstat(raw.fileno()).st_size
+        if size > limit:  # known before reading: a (sparse) 3 GiB file is refused at once, not read to the cap
+            raw.close()
+            raise InputRefused(f"{path} holds {size:,} bytes, more than {limit:,}; refused (the limit for this input)")
         inner, what, owned = raw, str(path), (raw,)
     return io.BufferedReader(_Capped(inner, limit, what, owned))  # type: ignore[return-value]
 
@@ -123,6 +127,47 @@ def read_parquet_bounded(
         return pa.schema(
             [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in fields]
         ).empty_table()
+
+
+BOMB_RATIO = 200  # decoded text per byte on disk above which a document file is a bomb (zstd text: ~4-5)
+
+
+def refuse_parquet_bomb(handle: BinaryIO, name: str, column: str, size: int, floor: int = MAX_DATA_BYTES) -> None:
+    """Refuse (InputRefused) a document file whose `column` decodes to more than max(floor, BOMB_RATIO x
+    its size on disk): an 824-byte file of 20,000 rows pointing at one dictionary entry of 1 MB decodes to
+    20 GB, and the dedup, tokenizer and mixture readers, which stream documents in batches, took minutes
+    and 1.3 to 6.4 GiB on it. Documents files are read whole by those stages, so one bounded pass over the
+    column first costs little: row groups without a dictionary page count by the sizes their footer
+    declares; the others by their dictionary indices, without expanding them (`_decoded_bytes`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    budget = max(floor, BOMB_RATIO * size)
+    meta = pq.ParquetFile(handle)
+    index = meta.schema_arrow.get_field_index(column)
+    if index < 0:
+        return  # the caller names a missing column in its own words
+    total, with_dictionary = 0, []
+    for group in range(meta.metadata.num_row_groups):
+        chunk = next(c for c in (meta.metadata.row_group(group).column(i) for i in range(meta.metadata.num_columns))
+                     if c.path_in_schema.split(".")[0] == column)  # fmt: skip
+        if chunk.has_dictionary_page:
+            with_dictionary.append(group)
+        else:
+            total += chunk.total_uncompressed_size
+    kind = meta.schema_arrow.field(column).type
+    if with_dictionary and _is_text(kind.value_type if pa.types.is_dictionary(kind) else kind):
+        handle.seek(0)
+        parquet = pq.ParquetFile(handle, read_dictionary=[column])
+        for batch in parquet.iter_batches(batch_size=1024, row_groups=with_dictionary, columns=[column]):
+            total += _decoded_bytes(batch.column(0))
+            if total > budget:
+                break
+    if total > budget:
+        raise InputRefused(
+            f"{name}: its `{column}` column decodes to more than {budget:,} bytes from {size:,} on disk "
+            f"(over {BOMB_RATIO}x); refused as a decompression bomb"
+        )
 
 
 def _is_text(kind: pa.DataType) -> bool:

@@ -14,6 +14,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shlex
 import sys
 from collections.abc import Iterator
@@ -67,11 +68,54 @@ def refuse_planted_links(folder: str | os.PathLike[str]) -> None:
 def check_apart(out: str | os.PathLike[str], inputs: dict[str, str | os.PathLike[str]]) -> None:
     """Refuse an output folder that is an input folder, lies inside one or holds one: the run would
     overwrite what it reads, or read its own output on a rerun. `inputs`: {what: folder}."""
-    out_path = Path(out).resolve()
+    out_path = Path(os.path.realpath(out))  # realpath: a symlink loop is left as is, not a RuntimeError
     for what, folder in inputs.items():
-        folder_path = Path(folder).resolve()
+        folder_path = Path(os.path.realpath(folder))
         if out_path == folder_path or folder_path in out_path.parents or out_path in folder_path.parents:
             raise FolderUnavailable(f"{out}: an output folder must be apart from the {what} ({folder})")
+
+
+def refuse_inside_live_folder(out: str | os.PathLike[str], what: str) -> None:
+    """Refuse an output folder that lies inside a folder a live process is writing (its `.lock` held
+    exclusively): an export into a subfolder of a training run's --out while it trains would be mixed
+    with, or erased by, what the run writes there. Probed with a shared, non-blocking flock on each
+    ancestor's `.lock` (never created, never followed if a link), released at once."""
+    out_path = Path(out).absolute()
+    for folder in out_path.parents:
+        try:
+            fd = os.open(folder / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue  # no lock there (or not one this process may read): nothing live to collide with
+        try:
+            fd = _flock(fd, fcntl.LOCK_SH, folder, folder / LOCK_NAME, what)
+        except FolderLocked as err:
+            raise FolderLocked(f"{out}: an output folder inside a folder in use; {err}") from None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def check_local_output(out: str | os.PathLike[str], command: str) -> None:
+    """Refuse a URL as the output of a command that writes a local folder: `s3://bucket/x` was taken as the
+    relative path `s3:/bucket/x`, and the result landed in a folder named `s3:` under the current one."""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", str(out)):  # `s3://b/x`, or `s3:/b/x` once made a Path
+        raise FolderUnavailable(
+            f"{out}: {command} writes a local folder, not a URL; write it locally and copy it to the store"
+        )
+
+
+def check_not_input(out: str | os.PathLike[str], files: dict[str, object], folders: dict[str, object]) -> None:
+    """Refuse an output file that is one of the files a run reads, or an existing file inside a folder it
+    reads (a model's config.json): the audit overwrote a task file with its report, a model's config with
+    generations and a classifier's training parquet with the model. A new file beside them is fine.
+    `files` / `folders`: {what: path}; None values are skipped."""
+    target = Path(os.path.realpath(out))
+    for what, file in files.items():
+        if file is not None and target == Path(os.path.realpath(str(file))):
+            raise FolderUnavailable(f"{out} is the {what} this run reads; write the output elsewhere")
+    for what, folder in folders.items():
+        inside = folder is not None and Path(os.path.realpath(str(folder))) in target.parents
+        if inside and os.path.lexists(target):
+            raise FolderUnavailable(f"{out} is a file of the {what} ({folder}); write the output elsewhere")
 
 
 class _HeldFlock:

@@ -64,6 +64,8 @@ class DedupConfig:
     def __post_init__(self) -> None:
         if self.n_grams < 1 or self.num_buckets < 1 or self.hashes_per_bucket < 1:
             raise ValueError(f"n_grams, num_buckets and hashes_per_bucket must be >= 1: {self}")
+        if not 0 <= self.seed < 2**32:  # numpy's generator takes no other seed, and said so in a traceback
+            raise ValueError(f"seed must be in 0 .. 2**32 - 1, got {self.seed}")
         if self.hash_bits not in (32, 64):
             raise ValueError(f"hash_bits must be 32 or 64, got {self.hash_bits}")
         if self.cluster_tasks is not None and self.cluster_tasks < 1:

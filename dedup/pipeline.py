@@ -28,6 +28,7 @@ from datatrove.io import DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.readers import ParquetReader
 
+from common.bounded_input import InputRefused, refuse_parquet_bomb
 from common.documents import DOCUMENT_GLOB, DocumentWriter
 from common.storage import join
 from dedup.bff_stage import REMOVED_COLUMN, BffDedup, BffFilter
@@ -91,6 +92,30 @@ def document_reader(input_folder: DataFolderLike) -> ParquetReader:
 def count_input_files(input_folder: DataFolderLike) -> int:
     folder = get_datafolder(input_folder)
     return len(folder.list_files(glob_pattern=DOCUMENT_GLOB)) if folder.exists("") else 0
+
+
+def check_parquet_footers(input_folder: DataFolderLike) -> None:
+    """Every input document file is a parquet file with a `text` column (its footer read, no rows): a
+    truncated or foreign file is one ValueError naming it before anything is written, not a traceback
+    from a task after the output folder was made."""
+    import pyarrow.parquet as pq
+
+    folder = get_datafolder(input_folder)
+    if not folder.exists(""):
+        return
+    for name in folder.list_files(glob_pattern=DOCUMENT_GLOB):
+        path = folder.resolve_paths(name)
+        try:
+            with folder.open(name, "rb") as handle:
+                names = pq.ParquetFile(handle).schema_arrow.names
+                handle.seek(0)
+                refuse_parquet_bomb(handle, path, "text", folder.size(name))
+        except InputRefused as err:
+            raise ValueError(str(err)) from None
+        except (OSError, ValueError, pa.ArrowException) as err:
+            raise ValueError(f"{path}: not a readable parquet file ({err})") from None
+        if "text" not in names:
+            raise ValueError(f"{path}: no `text` column (columns: {', '.join(names)})")
 
 
 def build_dedup_stages(

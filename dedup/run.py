@@ -17,7 +17,7 @@ from pathlib import Path
 from datatrove.executor import LocalPipelineExecutor
 
 from common.cli import errors_as_one_line
-from common.lock import FolderLock, check_writable
+from common.lock import FolderLock, check_apart, check_local_output, check_writable
 from common.slurm_arrays import (
     SlurmOptions,
     SlurmTasksFailed,
@@ -30,7 +30,7 @@ from dedup.bff_stage import plan_filter
 from dedup.clusters import SUMMARY
 from dedup.config import DedupConfig
 from dedup.index import check_index
-from dedup.pipeline import DedupLayout, build_dedup_stages, count_input_files
+from dedup.pipeline import DedupLayout, build_dedup_stages, check_parquet_footers, count_input_files
 from dedup.records import CorruptFileError
 from dedup.star import buffer_records_for
 from dedup.text import spacy_english
@@ -76,10 +76,16 @@ def check_inputs(input_folder: str, out: str, config: DedupConfig, workers: int,
     parquet files, a writable output folder, the earlier dumps' indexes."""
     if workers < 1 or (tasks is not None and tasks < 1):
         raise ValueError(f"--workers and --tasks must be >= 1, got {workers} and {tasks}")
-    if tasks is None and not count_input_files(input_folder):
+    files = count_input_files(input_folder)
+    if tasks is None and not files:
         raise ValueError(f"no parquet files under {input_folder}")
+    if tasks is not None and tasks > max(files, 1):  # a task reads whole files: --tasks 1e9 made 1e9 empty tasks
+        raise ValueError(f"--tasks must be <= the {files} input parquet files, got {tasks}")
     buffer_records_for(config.cluster_memory_mb)  # an impossible memory cap fails here, not after the signatures
+    check_local_output(out, "dedup.run")  # its lock and summary are local files
+    check_apart(out, {"input documents": input_folder})  # --out in --input: a rerun would read its own output
     check_writable(out)
+    check_parquet_footers(input_folder)
     for index in config.dedup_against:
         try:
             check_index(index, config)

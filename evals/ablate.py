@@ -54,8 +54,9 @@ import yaml
 
 from common import strict_yaml
 from common.atomic import atomic_write_text
+from common.bounded_input import open_regular
 from common.cli import one_line
-from common.lock import FolderLock, FolderUnavailable
+from common.lock import FolderLock, FolderUnavailable, check_apart
 from common.names import UnsafeName, checked_name
 from evals.decide import decisions
 from evals.run import write_json_atomic
@@ -128,6 +129,11 @@ def load_spec(path: Path) -> AblationSpec:
     if not isinstance(raw["tasks"], dict):
         raise SpecError(f"{path}: `tasks` must be a mapping of task name to file")
     _check_counts(raw, path)
+    for name in raw["tasks"]:
+        try:
+            checked_name(name, f"{path}: tasks name")  # it names a folder under --out/tasks/
+        except UnsafeName as err:
+            raise SpecError(str(err)) from None
     tasks = {str(k): _resolve(base, str(v)) for k, v in raw["tasks"].items()}
     rest = {k: v for k, v in raw.items() if k not in ("datasets", "tasks")}
     if rest.get("tokenizer"):
@@ -168,6 +174,29 @@ def dataset_files(dataset: Dataset) -> list[Path]:
     if not files:
         raise SpecError(f"dataset {dataset.name}: no parquet files at {dataset.path}")
     return files
+
+
+def check_inputs(spec: AblationSpec, out: Path) -> None:
+    """What the steps would find late, checked before --out is made (each a SpecError, one line): every
+    dataset file a regular parquet file with a `text` column and apart from --out, every task file there,
+    and enough tokens for one global batch (found after a tokenizer and a mixture were built, before)."""
+    for d in spec.datasets:
+        for file in dataset_files(d):
+            check_apart(out, {f"dataset {d.name}": file.parent})
+            try:
+                with open_regular(file) as handle:
+                    names = pq.read_schema(handle).names
+            except (OSError, pa.ArrowException) as err:
+                raise SpecError(f"dataset {d.name}: {file}: not a readable parquet file ({err})") from None
+            if "text" not in names:
+                raise SpecError(f"dataset {d.name}: {file}: no `text` column")
+    for name, path in spec.tasks.items():
+        if not (os.path.isfile(path) or os.path.isdir(path)):
+            raise SpecError(f"task {name}: {path} is not a file or a suite folder")
+    t = spec.train
+    batch = spec.seq_len * t.get("micro_batch", 8) * t.get("grad_accum", 1) * t.get("nproc", 1)
+    if spec.tokens < batch:
+        raise SpecError(f"{spec.tokens} tokens do not fill one global batch ({batch} tokens)")
 
 
 def run_step(args: list[str], log: Path) -> None:
@@ -510,8 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         spec = load_spec(args.spec)
-        for d in spec.datasets:
-            dataset_files(d)
+        check_inputs(spec, args.out)
         _lock = FolderLock(args.out, "ablation").acquire()  # one ablation per folder, until exit
         ablate(spec, args.out)
     except (SpecError, RuntimeError, FolderUnavailable) as err:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from common.atomic import atomic_write_bytes
+from common.cli import one_line
+from common.lock import check_not_input
 from evals.gsm8k import GSM8KDataError, Problem, read_problems, score
 from evals.models import ModelLoadError, pick_device, resolve_model_dir
 from tokenizer.chat import ASSISTANT, END, USER
@@ -43,7 +46,7 @@ class Sampling:
     seed: int = 0
 
     def check(self) -> None:
-        if self.temperature < 0 or self.top_k < 0 or not 0 < self.top_p <= 1:
+        if not 0 <= self.temperature < math.inf or self.top_k < 0 or not 0 < self.top_p <= 1:  # nan too
             raise ValueError("--temperature and --top-k must be >= 0 and --top-p in (0, 1]")
 
 
@@ -213,11 +216,15 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("give --prompt or --gsm8k")
         if args.max_new_tokens < 1 or (args.limit is not None and args.limit < 1):
             raise ValueError("--max-new-tokens and --limit must be >= 1")
+        if args.out and args.out.is_dir():  # found only when the JSON was written, after the generations
+            raise ValueError(f"--out {args.out} is a folder; give the path of the JSON file to write")
+        if args.out:  # generations written over the model's config.json or the problems they answer
+            check_not_input(args.out, {"--gsm8k file": args.gsm8k}, {"model folder": args.model})
         problems = read_problems(args.gsm8k)[: args.limit] if args.gsm8k else []
         gen = Generator(*load_transformer(args.model, args.device))
         gen.prompt_ids("", args.chat)  # refuses --chat without chat tokens before generating
     except (ValueError, ModelLoadError, GSM8KDataError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     report: dict = {"model": str(args.model), "chat": args.chat, "generations": []}
     for prompt in args.prompt:

@@ -7,11 +7,13 @@ equals the gold one. `evals.generate --gsm8k FILE` generates greedily and report
 
 from __future__ import annotations
 
-import gzip
+import io
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from common.bounded_input import open_bounded
 
 _FINAL = re.compile(r"####\s*(-?[\d,]*\.?\d+)")
 _FORMATTED = re.compile(r"####\s*-?[\d,]*\.?\d+\s*$")
@@ -46,9 +48,12 @@ def read_problems(path: str | Path) -> list[Problem]:
     path = Path(path)
     if not path.is_file():
         raise GSM8KDataError(f"GSM8K file {path} does not exist")
-    opener = gzip.open if path.suffix == ".gz" else open
     problems = []
-    with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
+    try:
+        handle = io.TextIOWrapper(open_bounded(path), encoding="utf-8")  # a FIFO or a 3 GiB file: refused
+    except OSError as err:
+        raise GSM8KDataError(f"GSM8K file {path}: {err}") from None
+    with handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue

@@ -18,6 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from common.cli import fail
+from common.jsonl import JsonlError, iter_jsonl
+from common.lock import check_not_input
 from evals.tasks.icl import InContextTask
 
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -150,7 +153,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     tasks = {k: Path(p) for k, _, p in (t.partition("=") for t in args.task)}
-    report = run_lm_eval(hf_model(args.model, args.batch_size, args.device), tasks, args.limit)
+    for kind, path in tasks.items():  # before the model loads (seconds): a missing, FIFO or folder task file
+        if not kind or not path.is_file():
+            fail(f"--task {kind}={path}: give KIND=PATH of a regular file")
+        try:  # rows that are JSON objects, within the size cap: lm-eval failed on anything else with a traceback
+            rows = [row for _, row in iter_jsonl(path)]
+        except (JsonlError, OSError) as err:
+            fail(f"--task {kind}: {err}")
+        if not rows or not all(isinstance(row, dict) for row in rows):
+            fail(f"--task {kind}: {path} holds no rows, or a row that is not a JSON object")
+    if (args.limit is not None and args.limit < 1) or args.batch_size < 1:
+        fail(f"--limit and --batch-size must be >= 1, got {args.limit} and {args.batch_size}")
+    try:
+        check_not_input(args.out, {f"--task {k} file": p for k, p in tasks.items()}, {"model folder": args.model})
+    except ValueError as err:
+        fail(err)
+    if args.out.is_dir():
+        fail(f"--out {args.out} is a folder; give the path of the JSON file to write")
+    try:
+        model = hf_model(args.model, args.batch_size, args.device)
+    except (OSError, ValueError, RuntimeError) as err:  # transformers: not a model it knows, a bad device
+        fail(f"{args.model}: cannot load the model ({err})")
+    report = run_lm_eval(model, tasks, args.limit)
     args.out.write_text(json.dumps(report))
     return 0
 

@@ -175,9 +175,17 @@ def _rope(cfg: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def pick_device(device: str) -> torch.device:
+    """`auto` (cuda when present), or a device torch knows; a bogus name (a RuntimeError traceback) or a
+    CUDA device this machine lacks (an error deep in the first forward) is a ModelLoadError, one line."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        chosen = torch.device(device)
+    except RuntimeError as err:
+        raise ModelLoadError(f"--device {device!r}: {err}") from None
+    if chosen.type == "cuda" and (chosen.index or 0) >= torch.cuda.device_count():
+        raise ModelLoadError(f"--device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return chosen
 
 
 def load_model(path: str | Path, backend: str = "auto", device: str = "auto") -> LoadedModel:

@@ -25,7 +25,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from common.lock import file_lock
+from common.cli import one_line
+from common.lock import check_not_input, file_lock
 from evals.generate import Generator, answer_gsm8k, load_transformer
 from evals.gsm8k import Problem, read_problems
 from evals.models import LoadedModel, ModelLoadError, cpu_threads, load_model, pick_device
@@ -152,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_new_tokens < 1:
             raise TaskDataError("--max-new-tokens must be >= 1")
         specs = parse_task_specs(args.task, "--task", generative=True)
+        if args.out:  # the report must not replace what the run reads
+            check_not_input(args.out, {f"--task {n} file": p for n, p in specs.items()}, {"model folder": args.model})
+        pick_device(args.device)  # a bogus or absent device, before any file is read
         gsm8k_path = specs.pop("gsm8k", None)
         if gsm8k_path is not None and args.backend == "hf":
             raise TaskDataError("--task gsm8k generates with our model code: drop --backend hf")
@@ -185,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                 ref = args.blimp_reference or specs["blimp"].parent / "models_summary.jsonl"
                 if ref.is_file():
                     print(comparison_table(results[name], task, read_reference(ref)), flush=True)
-    except (TaskDataError, ModelLoadError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (TaskDataError, ModelLoadError, ValueError) as err:  # FolderUnavailable is a ValueError
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     report = {"model": str(args.model), "tasks": results}
     if args.out:

@@ -24,8 +24,9 @@ import numpy as np
 import yaml
 
 from common.cli import errors_as_one_line
-from common.lock import FolderLocked, locked_folder
+from common.lock import FolderLocked, check_apart, check_local_output, locked_folder
 from common.slurm_job import add_job_arguments, job_options, run_as_job
+from common.storage import is_remote
 from mixtures.encode import TokenPart
 from mixtures.manifest import MANIFEST_NAME, Manifest, ShardFile, SourceStats, TokenizerInfo, write_manifest
 from mixtures.parts import tokenize_sources
@@ -75,6 +76,11 @@ def check_build(
     sources = [resolve_source(s, spec) for s in spec.sources]
     _refuse_reading_own_output(sources, out)
     tok_file = resolve_tokenizer_file(spec.resolve(spec.tokenizer))
+    # shards written into a source or the tokenizer's folder (or a folder holding one) mix with what is read
+    for source in sources:
+        for folder in {f.parent for f in source.files if not is_remote(str(f))}:
+            check_apart(out, {f"source {source.spec.name!r}": folder})
+    check_apart(out, {"tokenizer's folder": tok_file.parent})
     info = _tokenizer_info(tok_file, spec)
     fingerprint = build_fingerprint(spec, info.sha256, sources)
     check_out_dir(out, overwrite, fingerprint)  # refuse before the lock creates anything
@@ -227,6 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     # (FileNotFoundError), shards not matching (ManifestError), an --out that holds shards or cannot be
     # made (OSError), an impossible target (InfeasibleMixture), a locked --out (FolderLocked)
     with errors_as_one_line(ValueError, OSError, yaml.YAMLError, FolderLocked):
+        check_local_output(args.out, "mixtures.build")
         manifest = build_mixture(args.spec, args.out, overwrite=args.overwrite, progress=not args.quiet)
     seconds = time.perf_counter() - start
     print(format_summary(manifest))

@@ -103,6 +103,8 @@ class Manifest:
     @classmethod
     def from_dict(cls, data: dict[str, Any], root: Path | None = None) -> Manifest:
         """Parse and sanity-check a manifest dict; raises ManifestError on anything off-contract."""
+        if not isinstance(data, dict):  # a JSON list or number in manifest.json
+            raise ManifestError(f"manifest is a JSON {type(data).__name__}, not an object")
         if data.get("format") != FORMAT:
             raise ManifestError(f"manifest format is {data.get('format')!r}, expected {FORMAT!r}")
         if data.get("version") != VERSION:

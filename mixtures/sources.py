@@ -11,7 +11,7 @@ import numpy as np
 from mixtures.encode import TokenPart
 from mixtures.manifest import MANIFEST_NAME, ManifestError, read_manifest
 from mixtures.spec import MixtureSpec, SourceSpec
-from tokenizer.inputs import resolve_parquet
+from tokenizer.inputs import check_parquet_columns, resolve_parquet
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,11 @@ def resolve_source(source: SourceSpec, mixture: MixtureSpec) -> ResolvedSource:
     if shards:
         return ResolvedSource(source, "shards", tuple(sorted(set(shards))))
     try:
-        return ResolvedSource(source, "parquet", tuple(resolve_parquet(paths)))
+        files = tuple(resolve_parquet(paths))
     except FileNotFoundError as err:
         raise FileNotFoundError(f"source {source.name!r}: {err}") from err
+    check_parquet_columns(files, source.column, f"source {source.name!r}:")  # before the build is begun
+    return ResolvedSource(source, "parquet", files)
 
 
 def check_shard_tokenizer(source: ResolvedSource, tokenizer_sha256: str, token_size: int) -> None:

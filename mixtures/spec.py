@@ -146,7 +146,7 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | os.PathLike[str] | None
         target_tokens=EPOCH if epoch else _target_tokens(data["target_tokens"]),
         seq_len=_positive_int(data["seq_len"], "seq_len"),
         tokenizer=str(data["tokenizer"]),
-        seed=int(data.get("seed", 0)),
+        seed=_seed(data.get("seed", 0)),
         separator=separator,
         tokens_per_file=_positive_int(data.get("tokens_per_file", 1 << 28), "tokens_per_file"),
         workers=1 if workers is None else _positive_int(workers, "workers"),
@@ -154,6 +154,13 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | os.PathLike[str] | None
         max_doc_chars=_positive_int(data.get("max_doc_chars", DEFAULT_MAX_DOC_CHARS), "max_doc_chars"),
         base_dir=Path(base_dir) if base_dir is not None else Path.cwd(),
     )
+
+
+def _seed(value: Any) -> int:
+    """A whole number >= 0 (numpy's generators take no other; a negative one failed after the build began)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SpecError(f"`seed` must be a whole number >= 0, got {value!r}"[:300])
+    return value
 
 
 def _source(raw: Any, idx: int, epoch: bool = False) -> SourceSpec:

@@ -16,6 +16,7 @@ import resource
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from common.bounded_input import read_bounded
 from common.config import ConfigError
 
 COSTS_TABLE = Path(__file__).parent / "recipes" / "costs.json"
@@ -67,18 +68,23 @@ class RecipeCosts:
 def load_costs(recipe: str, table: Path = COSTS_TABLE) -> RecipeCosts:
     """The table's entry for ``recipe``; a recipe nobody measured is a ConfigError naming the command."""
     try:
-        entries = json.loads(table.read_text())
+        entries = json.loads(read_bounded(table))  # a FIFO or a 3 GiB file as --costs: refused, not read
     except FileNotFoundError:
         raise ConfigError(f"cost table not found: {table}") from None
     except (OSError, ValueError) as err:
         raise ConfigError(f"cost table {table} unreadable: {err}") from None
+    if not isinstance(entries, dict):
+        raise ConfigError(f"cost table {table} unreadable: expected a JSON object of recipes")
     if recipe not in entries:
         known = ", ".join(sorted(entries)) or "none"
         raise ConfigError(
             f"recipe {recipe!r} has no measured costs in {table} (measured: {known}); "
             f"measure it: python -m bench.curate_profile --recipe RECIPE.yaml --write"
         )
-    return RecipeCosts(**entries[recipe])
+    try:
+        return RecipeCosts(**entries[recipe])
+    except TypeError as err:  # a hand-edited entry: a missing or unknown field
+        raise ConfigError(f"cost table {table}, recipe {recipe!r}: {err}") from None
 
 
 def write_costs(costs: RecipeCosts, table: Path = COSTS_TABLE) -> None:

@@ -86,7 +86,10 @@ def workload_of(sources: list[str], cc_base: str | None, pages_per_warc: float) 
         return Workload(resolved.dump, n, n * pages_per_warc, f"{n:,} WARC URLs x {pages_per_warc:,.0f} pages")
     from curate.warc_fastwarc import count_responses
 
-    pages = sum(count_responses(f) for f in files)
+    try:
+        pages = sum(count_responses(f) for f in files)
+    except OSError as err:  # a file that is not a WARC ("Invalid WARC header"), or unreadable
+        raise SourceError(f"cannot count the pages of the source: {err}") from None
     return Workload(resolved.dump, len(files), pages, f"{pages:,} response records counted in {len(files)} file(s)")
 
 

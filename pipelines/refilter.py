@@ -25,6 +25,7 @@ from datatrove.pipeline.base import PipelineStep
 from datatrove.utils.stats import PipelineStats
 
 from common.atomic import atomic_write_text
+from common.bounded_input import MAX_DATA_BYTES, read_bounded
 from common.cli import one_line
 from common.config import ConfigError
 from common.lock import FolderLock, FolderUnavailable, check_apart, check_writable
@@ -119,6 +120,18 @@ def print_report(result: dict) -> None:
         print(f"  removed by {reason}: {count}")
 
 
+def check_run_record(path: Path) -> None:
+    """run.json holds a JSON object with the run's recipe (`config.recipe`), as pipelines.run writes it; a
+    garbled or foreign one is a ConfigError before the output folder is made (it was a traceback after)."""
+    try:
+        record = json.loads(read_bounded(path, MAX_DATA_BYTES))
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path}: not a run record ({err})") from None
+    config = record.get("config") if isinstance(record, dict) else None
+    if not isinstance(config, dict) or not isinstance(config.get("recipe"), dict):
+        raise ConfigError(f"{path}: not a run record (no `config.recipe` object)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines.refilter", description=__doc__.splitlines()[0])
     parser.add_argument("run", help="a run directory made by pipelines.run (holds run.json)")
@@ -130,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not (run / "run.json").is_file():
             raise ConfigError(f"{run} is not a run directory (no run.json)")
+        check_run_record(run / "run.json")
         recipe = load_recipe(args.recipe)
         out = check_writable(args.out or run / "refilter" / recipe.name)
         layout = RunLayout(run)

@@ -186,7 +186,7 @@ def check_args(args: argparse.Namespace) -> None:
     for flag, value in counts:
         if value is not None and value < 1:
             raise ConfigError(f"{flag} must be >= 1, got {value}")
-    if args.ray_memory_per_task is not None and args.ray_memory_per_task <= 0:
+    if args.ray_memory_per_task is not None and not 0 < args.ray_memory_per_task < float("inf"):  # nan too
         raise ConfigError("--ray-memory-per-task must be > 0 (GB)")
     if args.dump is not None:
         checked_name(args.dump, "--dump")  # it names the run's folder under --out
@@ -315,6 +315,9 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
             recipe = recipe.with_languages(tuple(args.languages))
         source = resolve_source(args.source, cc_base=args.cc_base, dump=args.dump, limit_warcs=args.limit_warcs)
         checked_name(source.dump, "dump")
+        if args.tasks is not None and args.tasks > len(source.paths):  # --tasks 1e9 on one file: 1e9 empty tasks
+            raise ConfigError(f"--tasks must be <= the {len(source.paths)} WARC files (a task reads whole files), "
+                              f"got {args.tasks}")  # fmt: skip
         recipe.curate.check_models()
         knobs = chain_knobs(args)
         check_store(args.out)

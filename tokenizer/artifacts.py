@@ -11,6 +11,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from common.atomic import atomic_write_bytes
+from common.bounded_input import MAX_DATA_BYTES, read_bounded
 from tokenizer.chat import CHAT_TEMPLATE, has_chat_tokens
 from tokenizer.model import EOT
 
@@ -28,8 +29,15 @@ def resolve_tokenizer_file(path: str | os.PathLike[str]) -> Path:
 
 
 def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
-    """Load a local tokenizer.json (or folder); never reaches the Hub."""
-    return Tokenizer.from_file(str(resolve_tokenizer_file(path)))
+    """Load a local tokenizer.json (or folder); never reaches the Hub. A FIFO or an oversized file is refused
+    (InputRefused, an OSError) and a file that is not a tokenizer is a ValueError naming it: the tokenizers
+    library raises a bare Exception ("stream did not contain valid UTF-8"), which no CLI can tell apart."""
+    file = resolve_tokenizer_file(path)
+    text = read_bounded(file, MAX_DATA_BYTES)
+    try:
+        return Tokenizer.from_str(text.decode("utf-8"))
+    except Exception as err:  # noqa: BLE001 - tokenizers raises plain Exception for any malformed file
+        raise ValueError(f"{file}: not a tokenizer.json ({err})") from None
 
 
 def tokenizer_sha256(path: str | os.PathLike[str]) -> str:

@@ -82,11 +82,9 @@ def measure_files(tok: Tokenizer | None, files: Sequence[Path]) -> Compression:
 
 def _load(path: PathLike, flag: str) -> Tokenizer:
     try:
-        return load_tokenizer(path)
-    except (OSError, ValueError):
-        raise
-    except Exception as err:  # tokenizers raises a bare Exception for a file it cannot parse
-        raise ValueError(f"{flag} {path}: not a tokenizer ({err})") from None
+        return load_tokenizer(path)  # a file tokenizers cannot parse is a ValueError there ("not a tokenizer")
+    except ValueError as err:
+        raise ValueError(f"{flag} {path}: {err}") from None
 
 
 def compare(

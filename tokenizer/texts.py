@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
+
+from common.bounded_input import open_regular
 
 TEXT_CHUNK_CHARS = 1 << 20
 
@@ -26,9 +29,10 @@ def iter_text_batches(path: str | Path, field: str = "text", batch_docs: int = 5
 
 
 def _jsonl_batches(path: Path, field: str, batch_docs: int) -> Iterator[list[str]]:
-    opener = gzip.open if path.name.endswith(".gz") else open
+    raw = open_regular(path)  # a FIFO is refused, not waited on
+    binary = gzip.GzipFile(fileobj=raw) if path.name.endswith(".gz") else raw
     batch: list[str] = []
-    with opener(path, "rt", encoding="utf-8") as handle:
+    with raw, io.TextIOWrapper(binary, encoding="utf-8") as handle:
         for line in handle:
             if line.strip():
                 text = json.loads(line).get(field)
@@ -42,12 +46,12 @@ def _jsonl_batches(path: Path, field: str, batch_docs: int) -> Iterator[list[str
 
 
 def _text_chunks(path: Path) -> Iterator[list[str]]:
-    with open(path, encoding="utf-8", newline="") as handle:
+    with io.TextIOWrapper(open_regular(path), encoding="utf-8", newline="") as handle:  # a FIFO: refused
         pending = ""
         while block := handle.read(TEXT_CHUNK_CHARS):
             pending += block
-            cut = pending.rfind("\n") + 1
-            if cut:
+            cut = pending.rfind("\n") + 1 or (len(pending) if len(pending) >= 4 * TEXT_CHUNK_CHARS else 0)
+            if cut:  # at a line end, or anywhere in a text without one (3 GiB of one line grew quadratically)
                 yield [pending[:cut]]
                 pending = pending[cut:]
         if pending:

@@ -16,11 +16,11 @@ from pathlib import Path
 from tokenizers import pre_tokenizers, trainers
 
 from common.cli import errors_as_one_line
-from common.lock import check_writable
+from common.lock import check_apart, check_local_output, check_writable
 from tokenizer.artifacts import tokenizer_sha256, write_tokenizer_dir
 from tokenizer.chat import CHAT_TOKENS
 from tokenizer.corpus import SampleStats, sample_texts
-from tokenizer.inputs import resolve_parquet
+from tokenizer.inputs import check_parquet_columns, resolve_parquet
 from tokenizer.model import EOT, new_bpe
 from tokenizer.pattern import WORD_STYLES, split_pattern
 
@@ -101,6 +101,7 @@ def train_tokenizer(
     check_writable(out_dir)
     start = time.perf_counter()
     files = resolve_parquet(inputs)
+    check_inputs_apart(files, out_dir, column)
     pattern = split_pattern(max_digits=max_digits, number_space=number_space, words=words)
     tok = new_bpe(pattern)
     trainer = trainers.BpeTrainer(
@@ -149,6 +150,15 @@ def train_tokenizer(
     )
 
 
+def check_inputs_apart(files: list[Path], out_dir: str | os.PathLike[str], column: str) -> None:
+    """Before anything is written: `out_dir` is apart from every folder of input documents (a tokenizer
+    written into curated/ is read as a document folder by the next stage), and each input is a parquet
+    file with `column` (its footer only; a missing column was an IndexError from deep in the sampler)."""
+    for folder in {f.parent for f in files}:
+        check_apart(out_dir, {"input documents": folder})
+    check_parquet_columns(files, column)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tokenizer.train", description=__doc__.splitlines()[0])
     parser.add_argument("--input", nargs="+", required=True, help="run dirs, parquet folders, globs, files")
@@ -177,6 +187,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _train_from_args(args: argparse.Namespace) -> TrainResult:
+    check_local_output(args.out, "tokenizer.train")
     if args.max_digits < 0:  # 0 means unlimited on the command line, None in the API
         raise ValueError(f"--max-digits must be >= 0 (0: unlimited), got {args.max_digits}")
     return train_tokenizer(

@@ -25,7 +25,15 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 
 from common.atomic import FILE_MODE
 from common.cli import fail
-from common.lock import FolderLock, FolderUnavailable, check_apart, check_writable
+from common.lock import (
+    FolderLock,
+    FolderUnavailable,
+    check_apart,
+    check_local_output,
+    check_writable,
+    refuse_inside_live_folder,
+)
+from tokenizer.artifacts import load_tokenizer
 from trainer.checkpoint_trust import UntrustedCheckpoint
 from trainer.config import ModelConfig
 from trainer.moe_export import moe_config, moe_tensors
@@ -208,10 +216,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokenizer", type=Path, help="tokenizer.json to copy next to the weights")
     args = parser.parse_args(argv)
     try:  # the export must not land in the checkpoint (it could never be verified and loaded again)
+        check_local_output(args.out, "trainer.export_hf")
         check_apart(args.out, {"checkpoint": args.checkpoint})
+        refuse_inside_live_folder(args.out, "export_hf")  # a subfolder of a training run's --out while it trains
         check_writable(args.out)
     except FolderUnavailable as err:
         fail(err)
+    try:  # copied after the weights: a FIFO, a folder or a file that is no tokenizer is refused first
+        if args.tokenizer is not None:
+            load_tokenizer(args.tokenizer)
+    except (OSError, ValueError) as err:
+        fail(f"--tokenizer {args.tokenizer}: {err}")
     try:
         weights, state = load_checkpoint_model(args.checkpoint)
     except UntrustedCheckpoint as err:  # before anything is written

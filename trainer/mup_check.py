@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from common.atomic import atomic_write_text
 from common.cli import fail
 from trainer.config import ModelConfig
 from trainer.model import Transformer, lm_loss
@@ -48,16 +49,16 @@ class CheckSpec:
         """One ValueError line for a set of widths μP cannot compare."""
         if len(self.widths) < 2 or any(w < 1 for w in self.widths):
             raise ValueError(f"--widths needs two or more positive widths, got {list(self.widths)}")
+        at_least = {"n_layers": 1, "n_heads": 1, "steps": 0, "seq_len": 2, "batch": 1, "seeds": 1}
+        for name, low in at_least.items():  # before the widths: --n-heads 0 was a ZeroDivisionError there
+            if getattr(self, name) < low:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(self, name)}")
         base = self.base
         for w in self.widths:
             if w % self.n_heads or (w // self.n_heads) % 2:
                 raise ValueError(f"width {w} must be a multiple of --n-heads {self.n_heads} with an even head_dim")
             if base > w or w % base:
                 raise ValueError(f"--base-dim {base} must divide every width and be <= it, not {w}")
-        at_least = {"n_layers": 1, "n_heads": 1, "steps": 0, "seq_len": 2, "batch": 1, "seeds": 1}
-        for name, low in at_least.items():
-            if getattr(self, name) < low:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(self, name)}")
         if not self.lr > 0:
             raise ValueError(f"--lr must be > 0, got {self.lr}")
 
@@ -194,6 +195,8 @@ def main(argv: list[str] | None = None) -> None:
         spec.check()
         if args.json is not None and not args.json.parent.is_dir():
             raise ValueError(f"--json {args.json}: folder {args.json.parent} does not exist")
+        if args.json is not None and args.json.exists() and not args.json.is_file():  # a folder, /dev/full
+            raise ValueError(f"--json {args.json}: not a regular file; the numbers go to a file")
         torch.set_num_threads(max(1, args.threads))
         result = run(spec, args.shards)
     except (ValueError, OSError) as err:
@@ -204,7 +207,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"largest max/min across widths {list(spec.widths)}: muP {flat:.2f}, SP {sp:.2f}")
     if args.json is not None:
         by_kind = {kind: {str(w): sizes for w, sizes in by_width.items()} for kind, by_width in result.items()}
-        args.json.write_text(json.dumps(by_kind, indent=1))
+        try:
+            atomic_write_text(args.json, json.dumps(by_kind, indent=1))
+        except OSError as err:  # a full disk, a folder made meanwhile: after the table, still one line
+            fail(f"--json {args.json}: {err}")
     sys.stdout.flush()
 
 

@@ -230,6 +230,9 @@ def render(p: Plan) -> str:
     return "\n".join(lines)
 
 
+MAX_GPUS = 1 << 20  # ten times the largest clusters built
+
+
 def check_plan_args(args: argparse.Namespace) -> None:
     """Counts >= 1, sizes finite and > 0, the MFU in (0, 1]: one `error:` line, exit 2 (a NaN or a zero
     used to end in a ZeroDivisionError or OverflowError traceback)."""
@@ -238,6 +241,8 @@ def check_plan_args(args: argparse.Namespace) -> None:
     for flag, value in at_least_one.items():
         if value < 1:
             fail(f"{flag} must be >= 1, got {value}")
+    if args.gpus > MAX_GPUS:  # the layouts are enumerated over the GPU count: 1e12 GPUs never ended
+        fail(f"--gpus must be <= {MAX_GPUS:,}, got {args.gpus:,}")
     if args.layouts < 0:
         fail(f"--layouts must be >= 0, got {args.layouts}")
     sizes = {"--params": args.params, "--tokens": args.tokens, "--global-batch-tokens": args.global_batch_tokens}

@@ -13,11 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from common.bounded_input import MAX_DATA_BYTES, read_bounded
+from common.cli import one_line
 
 Series = dict[str, list[tuple[int, float]]]
 # (panel title, keys drawn on it, log-scale y)
@@ -40,7 +44,7 @@ def load_log(path: Path) -> tuple[Series, int]:
     """``({key: [(step, value), ...] sorted by step}, bad lines)``; the last value of a step wins."""
     values: dict[str, dict[int, float]] = {}
     bad = 0
-    for line in Path(path).read_text().splitlines():
+    for line in read_bounded(path, MAX_DATA_BYTES).decode().splitlines():  # a FIFO or a 3 GiB file: refused
         if not line.strip():
             continue
         try:
@@ -99,11 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("log", type=Path, help="metrics.jsonl written by trainer/fsdp_train.py")
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default: LOG with .png)")
     args = parser.parse_args(argv)
+    out = args.out or args.log.with_suffix(".png")
     try:
+        if os.path.realpath(out) == os.path.realpath(args.log):  # the PNG would replace the log it is drawn from
+            raise ValueError(f"--out {out} is the log itself; choose another PNG path")
         series, bad = load_log(args.log)
-        out = plot_series(series, args.out or args.log.with_suffix(".png"), title=str(args.log))
+        out = plot_series(series, out, title=str(args.log))
     except (OSError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     counts = ", ".join(f"{k}: {len(v)}" for k, v in series.items() if k in {k for p in PANELS for k in p[1]})
     print(f"{out} ({counts}" + (f"; {bad} unreadable lines skipped" if bad else "") + ")")

@@ -13,7 +13,7 @@ every conversation as it would score alone.
 
 from __future__ import annotations
 
-import gzip
+import io
 import json
 import re
 from collections.abc import Iterator
@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from common.bounded_input import open_bounded
 from tokenizer.chat import CHAT_TOKENS, ROLES
 from tokenizer.model import EOT
 
@@ -37,8 +38,9 @@ class SFTDataError(ValueError):
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
+    """The non-blank lines; a FIFO or device is refused and the (decompressed) bytes are capped, so a
+    3 GiB file of zeros given as --sft is one line of refusal, not a read of 3 GiB (issue 30's audit)."""
+    with io.TextIOWrapper(open_bounded(path), encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if line.strip():
                 yield number, line
@@ -74,7 +76,7 @@ def conversation_of(record: Any, where: str) -> Conversation:
 def read_conversations(path: str | Path) -> list[Conversation]:
     """Every conversation of a JSONL(.gz) file, checked; the first bad line raises SFTDataError."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise SFTDataError(f"conversation file {path} does not exist")
     out = []
     try:

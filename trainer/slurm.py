@@ -91,6 +91,11 @@ def trainer_flags(args: argparse.Namespace) -> list[str]:
     for name in ("nodes", "nproc_per_node", "agents_per_node"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1")
+    for name in ("gpus_per_node", "cpus_per_task"):  # 0 / unset: not requested; a negative count is a typo
+        if (getattr(args, name) or 0) < 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    if not 1 <= args.rdzv_port <= 65535:
+        raise ConfigError(f"--rdzv-port must be a TCP port (1 .. 65535), got {args.rdzv_port}")
     out = Path(flags[flags.index("--out") + 1])
     added = [] if "--resume" in flags else ["--resume"]
     if "--stop-file" not in flags:

@@ -109,7 +109,7 @@ class TrainConfig:
     def check(self) -> None:
         """What types cannot say, before any work: counts and rates in range, an `--out` that can be written
         (a ValueError, one line, raised on every rank alike)."""
-        from common.lock import check_writable
+        from common.lock import check_apart, check_writable
 
         at_least = {"micro_batch": 1, "grad_accum": 1, "log_every": 1, "keep_checkpoints": 1, "vocab_multiple": 1,
                     "val_batches": 0, "val_holdout_files": 0, "eval_every": 0, "checkpoint_every": 0,
@@ -137,6 +137,13 @@ class TrainConfig:
             raise ValueError(f"--muon-qk-clip must be >= 0 (0: off), got {optim.muon_qk_clip}")
         if self.eval_task and (self.tp > 1 or self.pp > 1):
             raise ValueError("--eval-task runs under FSDP / HSDP layouts only (--tp 1 --pp 1)")
+        warmup, decay, z_loss = optim.warmup_steps or 0, optim.wsd_decay_fraction, optim.z_loss
+        if not warmup >= 0 or not 0 <= decay <= 1 or not 0 <= z_loss < math.inf:
+            raise ValueError(f"--warmup-steps must be >= 0, --wsd-decay-fraction in [0, 1] and --z-loss >= 0, got "
+                             f"{optim.warmup_steps}, {optim.wsd_decay_fraction}, {optim.z_loss}")  # fmt: skip
+        if self.device not in ("auto", "cpu", "cuda"):  # anything else trained on the CPU without a word
+            raise ValueError(f"--device must be auto, cpu or cuda, got {self.device!r}")
+        check_apart(self.out, {"--shards": self.shards})  # checkpoints among the shards, or shards under --out
         check_writable(self.out)
 
 

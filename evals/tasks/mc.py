@@ -39,6 +39,8 @@ class MultipleChoice(Task):
         if not questions:
             raise TaskDataError("mc: no questions")
         for n, q in enumerate(questions, 1):
+            if not isinstance(q, Mapping):  # a JSON list or number on a line
+                raise TaskDataError(f"mc row {n}: a JSON object is expected, got a {type(q).__name__}")
             partial = "contexts" in q
             key = "contexts" if partial else "choices"
             choices = q.get(key)

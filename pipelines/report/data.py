@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.bounded_input import MAX_DATA_BYTES, read_bounded
 from common.documents import open_parquet
 from common.run_dir import CURATED, PREVIOUSLY, kept_documents_dir
 from common.storage import as_path
@@ -163,14 +164,30 @@ def newly(run: RunInfo, which: str) -> tuple[list[DocSet], Callable[[dict], bool
     return list(run.removed), lambda row: row.get(PREVIOUSLY) == CURATED
 
 
+class RunUnreadable(FileNotFoundError):
+    """A run directory whose record (stats.json, run.json) is not the JSON object a run writes: for the
+    CLIs, a folder that is not a run, with the reason in one line (not a traceback)."""
+
+
+def _json_object(path: Path) -> dict:
+    """The JSON object in `path` (a FIFO or an oversized file refused, not read); else RunUnreadable."""
+    try:
+        value = json.loads(read_bounded(path, MAX_DATA_BYTES))
+    except (OSError, ValueError) as err:
+        raise RunUnreadable(f"{path}: not a record of a run ({err})") from None
+    if not isinstance(value, dict):
+        raise RunUnreadable(f"{path}: not a record of a run (a JSON {type(value).__name__}, not an object)")
+    return value
+
+
 def load_run(run_dir: Path) -> RunInfo:
     """Read ``run.json``, ``stats.json`` and the file lists of a run directory."""
     layout = RunLayout(as_path(run_dir))
     if not layout.stats_json.exists():
         raise FileNotFoundError(f"{layout.stats_json} not found: not a finished run directory")
-    stats = json.loads(layout.stats_json.read_text())
+    stats = _json_object(layout.stats_json)
     record = next((p for p in (layout.run_json, layout.refilter_json) if p.exists()), None)
-    meta = json.loads(record.read_text()) if record is not None else {}
+    meta = _json_object(record) if record is not None else {}
     steps = filtering_steps(stats)
     kept = DocSet.kept(kept_documents_dir(layout.root) or layout.curated)
     return RunInfo(layout.root, meta, stats, steps, kept, _removed_sets(layout, steps))

@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from common.atomic import atomic_write_text
 from common.storage import as_path, is_remote
-from pipelines.report.data import NEWLY, RunInfo, load_run, newly, reader_counters, resolve_run_dir
+from pipelines.report.data import NEWLY, RunInfo, RunUnreadable, load_run, newly, reader_counters, resolve_run_dir
 from pipelines.report.html import render
 from pipelines.report.plots import draw_all
 from pipelines.report.scan import LENGTH_EDGES, TOKEN_NOTE, Profile, count_rows, first_rows, scan
@@ -210,6 +210,8 @@ def fine_tuning_section(root: Path) -> dict | None:
 def write_report(run_dir: Path) -> Path:
     """Write ``run_dir/report/`` (index.html, report.json, PNGs); return the index.html path."""
     run = load_run(as_path(run_dir))
+    if not isinstance(run.stats.get("stages"), dict):  # a stats.json pipelines.run did not write
+        raise RunUnreadable(f"{run.root / 'stats.json'}: not a finished run's stats (no `stages` object)")
     return _write(build_report_data(run), run.root / "report")
 
 

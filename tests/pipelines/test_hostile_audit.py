@@ -1,0 +1,242 @@
+"""Hostile arguments and files the earlier tables did not hold (issue 30's second audit), one row per case.
+
+Each row failed before its fix: a traceback, a hang on a FIFO or a 3 GiB file, a report written over the
+task file it read, shards or a tokenizer written into the documents they were made from, a check found
+only after the output folder was begun. Every row must now end in one `error:` line, exit status 2 and
+nothing written anywhere under the test's folders. The CLIs run in-process (`main(argv)`), so the table
+costs imports once; the files they are given are made per case: a FIFO (never opened for writing, so a
+reader that waits on it hangs), a sparse 3 GiB file, a truncated parquet file, garbage bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from common.lock import FolderLock
+from tests.pipelines.test_bad_inputs import _in_process
+from tests.support.cli import REPO
+from tests.support.trainer_inputs import synthetic_run_inputs
+
+SAMPLE = str(REPO / "pipelines" / "sample" / "sample.warc.gz")
+MC_LINE = json.dumps({"context": "w1", "choices": ["w2", "w3"], "gold": 0}) + "\n"
+TRAIN = ["--shards", "{shards}", "--tokenizer", "{tok}", "--device", "cpu", "--no-bf16"]
+
+
+def _mix(docs: str, **changes: object) -> dict:
+    spec = {"tokenizer": "{tok}", "target_tokens": "epoch", "seq_len": 32, "workers": 1,
+            "sources": [{"name": "web", "path": docs, "weight": 1}]}  # fmt: skip
+    return {**spec, **changes}
+
+
+def _ablation(path: str, **changes: object) -> dict:
+    return {"datasets": [{"name": "a", "path": path}], "tokens": 100_000, "tasks": {}, **changes}
+
+
+# (id, module, argv, files to write first {name: text or JSON-able}, a word the error line holds)
+CASES: list[tuple[str, str, list[str], dict, str]] = [
+    # outputs written over, into or around what the run reads
+    ("evals-out-is-the-task-file", "evals.run", ["{model}", "--task", "mc={tmp}/mc.jsonl", "--out", "{tmp}/mc.jsonl"],
+     {"mc.jsonl": MC_LINE}, "--task mc file"),
+    ("evals-out-is-the-model-config", "evals.run",
+     ["{model}", "--task", "mc={tmp}/mc.jsonl", "--out", "{model}/config.json"], {"mc.jsonl": MC_LINE}, "model folder"),
+    ("dedup-out-is-the-input", "dedup.run", ["--input", "{docs}", "--out", "{docs}"], {}, "apart"),
+    ("dedup-out-inside-the-input", "dedup.run", ["--input", "{docs}", "--out", "{docs}/dd"], {}, "apart"),
+    ("tokenizer-out-inside-the-input", "tokenizer.train", ["--input", "{docs}", "--out", "{docs}/tok", "--quiet"], {},
+     "apart"),
+    ("tokenizer-out-holds-the-input", "tokenizer.train", ["--input", "{docs}", "--out", "{docs}/..", "--quiet"], {},
+     "apart"),
+    ("mixture-out-is-the-source", "mixtures.build", ["{tmp}/mix.yaml", "--out", "{docs}", "--quiet"],
+     {"mix.yaml": _mix("{docs}")}, "output folder"),
+    ("mixture-out-is-the-tokenizer-folder", "mixtures.build", ["{tmp}/mix.yaml", "--out", "{tokdir}", "--quiet"],
+     {"mix.yaml": _mix("{docs}")}, "apart"),
+    ("train-out-inside-the-shards", "trainer.fsdp_train", [*TRAIN, "--out", "{shards}/run"], {}, "apart"),
+    ("ablate-out-inside-a-dataset", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{docs}/ablation"],
+     {"spec.yaml": _ablation("{docs}")}, "apart"),
+    ("plot-out-is-the-log", "trainer.plot", ["{tmp}/m.jsonl", "--out", "{tmp}/m.jsonl"],
+     {"m.jsonl": '{"step": 1, "loss": 2.0}\n'}, "the log itself"),
+    ("generate-out-is-the-model-config", "evals.generate",
+     ["{model}", "--prompt", "w1", "--out", "{model}/config.json"], {}, "model folder"),
+    ("generate-out-a-folder", "evals.generate", ["{model}", "--prompt", "w1", "--out", "{tmp}/folder"], {},
+     "is a folder"),
+    ("quality-out-is-a-training-file", "classifiers.train_quality", ["--positive", "{docs}/00000.parquet",
+     "--negative", "{docs}", "--out", "{docs}/00000.parquet"], {}, "input"),  # fmt: skip
+    ("plot-log-is-a-link-loop", "trainer.plot", ["{tmp}/loop", "--out", "{tmp}/o.png"], {}, "loop"),
+    ("export-checkpoint-is-a-link-loop", "trainer.export_hf", ["--checkpoint", "{tmp}/loop", "--out", "{tmp}/hf"], {},
+     "loop"),
+    # a URL --out to a command that writes a local folder: it made ./s3:/bucket/... and exited 0
+    ("mixture-out-a-url", "mixtures.build", ["{tmp}/mix.yaml", "--out", "s3://bucket/mix", "--quiet"],
+     {"mix.yaml": _mix("{docs}")}, "not a URL"),
+    ("tokenizer-out-a-url", "tokenizer.train", ["--input", "{docs}", "--out", "s3://bucket/tok", "--quiet"], {},
+     "not a URL"),
+    ("dedup-out-a-url", "dedup.run", ["--input", "{docs}", "--out", "s3://bucket/dd"], {}, "not a URL"),
+    ("export-out-a-url", "trainer.export_hf", ["--checkpoint", "{tmp}/c", "--out", "s3://bucket/hf"], {}, "not a URL"),
+    # FIFOs and a sparse 3 GiB file: refused at once, never waited on or read whole
+    ("run-sft-3gib", "pipelines.run", [SAMPLE, "--out", "{tmp}/out", "--train", "--sft", "{tmp}/huge"], {}, "--sft"),
+    ("plan-costs-fifo", "pipelines.plan", ["sample", "--costs", "{tmp}/fifo"], {}, "FIFO"),
+    ("plan-costs-dev-zero", "pipelines.plan", ["sample", "--costs", "/dev/zero"], {}, "regular"),
+    ("plot-log-fifo", "trainer.plot", ["{tmp}/fifo", "--out", "{tmp}/o.png"], {}, "FIFO"),
+    ("plot-log-3gib", "trainer.plot", ["{tmp}/huge", "--out", "{tmp}/o.png"], {}, "refused"),
+    ("export-tokenizer-fifo", "trainer.export_hf", ["--checkpoint", "{tmp}/c", "--out", "{tmp}/hf", "--tokenizer",
+     "{tmp}/fifo"], {}, "no tokenizer file"),  # fmt: skip
+    ("export-tokenizer-dev-zero", "trainer.export_hf", ["--checkpoint", "{tmp}/c", "--out", "{tmp}/hf",
+     "--tokenizer", "/dev/zero"], {}, "no tokenizer file"),  # fmt: skip
+    ("generate-gsm8k-3gib", "evals.generate", ["{model}", "--gsm8k", "{tmp}/huge", "--device", "cpu"], {}, "refused"),
+    ("tokenizer-evaluate-text-fifo", "tokenizer.evaluate", ["--tokenizer", "{tok}", "--text", "{tmp}/fifo"], {},
+     "--text"),
+    ("ablate-dataset-fifo", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{root}/ablate-out"],
+     {"spec.yaml": _ablation("{tmp}/fifo")}, "FIFO"),
+    ("harness-task-binary", "evals.harness", ["{model}", "--task", "mc={tmp}/garbage.json", "--out", "{tmp}/h.json"],
+     {}, "--task mc"),
+    ("harness-task-fifo", "evals.harness", ["{model}", "--task", "mc={tmp}/fifo", "--out", "{tmp}/h.json"], {},
+     "regular file"),
+    # an 824-byte parquet file whose text decodes to 20 GB (one dictionary entry of 1 MB, 20,000 rows)
+    ("dedup-parquet-bomb", "dedup.run", ["--input", "{tmp}/bomb", "--out", "{tmp}/out"], {}, "decompression bomb"),
+    ("tokenizer-parquet-bomb", "tokenizer.train", ["--input", "{tmp}/bomb", "--out", "{tmp}/tok", "--quiet"], {},
+     "decompression bomb"),
+    ("mixture-parquet-bomb", "mixtures.build", ["{tmp}/mix.yaml", "--out", "{tmp}/out", "--quiet"],
+     {"mix.yaml": _mix("{tmp}/bomb")}, "decompression bomb"),
+    # garbled files: one line naming the file, before anything is written
+    ("dedup-truncated-parquet", "dedup.run", ["--input", "{tmp}/trunc", "--out", "{tmp}/out"], {}, "parquet"),
+    ("mixture-source-truncated-parquet", "mixtures.build", ["{tmp}/mix.yaml", "--out", "{tmp}/out", "--quiet"],
+     {"mix.yaml": _mix("{tmp}/trunc")}, "parquet"),
+    ("mixture-tokenizer-garbage", "mixtures.build", ["{tmp}/mix.yaml", "--out", "{root}/mix-out", "--quiet"],
+     {"mix.yaml": _mix("{docs}", tokenizer="{tmp}/garbage.json")}, "not a tokenizer"),
+    ("tokenizer-column-missing", "tokenizer.train", ["--input", "{docs}", "--out", "{tmp}/tok", "--column", "nocolumn"],
+     {}, "nocolumn"),
+    ("ablate-dataset-garbage", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
+     {"spec.yaml": _ablation("{tmp}/trunc")}, "parquet"),
+    ("inspect-run-json-garbage", "pipelines.inspect", ["{tmp}/r"], {"r/run.json": "\0x", "r/stats.json": "{}"},
+     "run.json"),
+    ("inspect-stats-a-list", "pipelines.inspect", ["{tmp}/r"], {"r/run.json": "{}", "r/stats.json": "[1]"}, "list"),
+    ("report-stats-without-stages", "pipelines.report.write", ["{tmp}/r"], {"r/run.json": "{}", "r/stats.json": "{}"},
+     "stages"),
+    ("refilter-run-json-garbage", "pipelines.refilter", ["{tmp}/r", "--recipe", "{tmp}/y.yaml"],
+     {"r/run.json": "\0x", "y.yaml": "name: ok\n"}, "run record"),
+    ("refilter-run-json-a-list", "pipelines.refilter", ["{tmp}/r", "--recipe", "{tmp}/y.yaml"],
+     {"r/run.json": "[]", "y.yaml": "name: ok\n"}, "config.recipe"),
+    ("plan-source-not-a-warc", "pipelines.plan", ["{tmp}/garbage.json"], {}, "WARC"),
+    ("evals-task-line-a-list", "evals.run", ["{model}", "--task", "mc={tmp}/t.jsonl", "--device", "cpu"],
+     {"t.jsonl": "[1, 2]\n"}, "JSON object"),
+    # values in range only by the letter, or found after the work
+    ("run-tasks-above-the-files", "pipelines.run", [SAMPLE, "--out", "{tmp}/out", "--tasks", "1000000000"], {},
+     "--tasks"),
+    ("run-ray-memory-nan", "pipelines.run", [SAMPLE, "--out", "{tmp}/out", "--ray-memory-per-task", "nan"], {},
+     "--ray-memory-per-task"),
+    ("dedup-tasks-above-the-files", "dedup.run", ["--input", "{docs}", "--out", "{tmp}/out", "--tasks", "1000000000"],
+     {}, "--tasks"),
+    ("dedup-seed-negative", "dedup.run", ["--input", "{docs}", "--out", "{tmp}/out", "--seed", "-1"], {}, "seed"),
+    ("train-warmup-negative", "trainer.fsdp_train", [*TRAIN, "--out", "{tmp}/out", "--warmup-steps", "-1"], {},
+     "--warmup-steps"),
+    ("train-z-loss-nan", "trainer.fsdp_train", [*TRAIN, "--out", "{tmp}/out", "--z-loss", "nan"], {}, "--z-loss"),
+    ("train-device-bogus", "trainer.fsdp_train", [*TRAIN[:-3], "--out", "{tmp}/out", "--device", "bogus"], {},
+     "--device"),
+    ("evals-device-bogus", "evals.run", ["{model}", "--task", "mc={tmp}/mc.jsonl", "--device", "bogus"],
+     {"mc.jsonl": MC_LINE}, "--device"),
+    ("generate-temperature-nan", "evals.generate", ["{model}", "--prompt", "w1", "--temperature", "nan"], {},
+     "--temperature"),
+    ("mixture-seed-negative", "mixtures.build", ["{tmp}/mix.yaml", "--out", "{tmp}/out", "--quiet"],
+     {"mix.yaml": _mix("{docs}", seed=-1)}, "seed"),
+    ("quality-lr-nan", "classifiers.train_quality", ["--positive", "{docs}", "--negative", "{docs}", "--out",
+     "{tmp}/q.bin", "--lr", "nan"], {}, "--lr"),  # fmt: skip
+    ("quality-threads-zero", "classifiers.train_quality", ["--positive", "{docs}", "--negative", "{docs}", "--out",
+     "{tmp}/q.bin", "--threads", "0"], {}, "--threads"),  # fmt: skip
+    ("mup-heads-zero", "trainer.mup_check", ["--n-heads", "0"], {}, "--n-heads"),
+    ("mup-json-a-folder", "trainer.mup_check", ["--json", "{tmp}/folder"], {}, "--json"),
+    ("plan-gpus-1e12", "trainer.plan", ["--params", "1e9", "--gpus", "1000000000000"], {}, "--gpus"),
+    ("slurm-port-70000", "trainer.slurm", ["--rdzv-port", "70000", "--dry-run", "--", *TRAIN[:4], "--out",
+     "{tmp}/out"], {}, "--rdzv-port"),  # fmt: skip
+    ("ablate-task-name-escapes", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
+     {"spec.yaml": _ablation("{docs}", tasks={"../x": "{tmp}/mc.jsonl"}), "mc.jsonl": MC_LINE}, "tasks name"),
+    ("ablate-tokens-below-one-batch", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
+     {"spec.yaml": _ablation("{docs}", tokens=100)}, "global batch"),
+    ("lid-eval-out-folder-missing", "classifiers.lid_eval", ["--data", "{tmp}/s.jsonl", "--out", "{tmp}/no/l.json"],
+     {"s.jsonl": '{"text": "hello", "lang": "en"}\n'}, "--out"),
+]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("hostile-inputs")
+    docs = root / "run" / "curated"
+    docs.mkdir(parents=True)
+    rows = [{"id": str(i), "text": " ".join(f"w{(i * j) % 90 + 1}" for j in range(60))} for i in range(30)]
+    pq.write_table(pa.Table.from_pylist(rows), docs / "00000.parquet")
+    shards, tok = synthetic_run_inputs(root / "train-inputs", vocab=96, n_docs=40, seq_len=32)
+    model = root / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    return {"root": root, "docs": docs, "shards": shards, "tok": tok, "model": model}
+
+
+def _listing(root: Path) -> dict[str, tuple[int, int]]:
+    """Every path under `root` with its size and modification time (the 3 GiB file is not read)."""
+    return {str(p): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def _hostile_files(case_tmp: Path, docs: Path) -> None:
+    os.mkfifo(case_tmp / "fifo")
+    with open(case_tmp / "huge", "wb") as handle:
+        handle.truncate(3 << 30)  # sparse: no disk used, 3 GiB of zeros to a reader
+    (case_tmp / "loop").symlink_to(case_tmp / "loop")
+    (case_tmp / "folder").mkdir()
+    (case_tmp / "garbage.json").write_bytes(bytes(range(256)) * 8)
+    data = (docs / "00000.parquet").read_bytes()
+    (case_tmp / "trunc").mkdir()
+    (case_tmp / "trunc" / "00000.parquet").write_bytes(data[: len(data) // 2])
+    (case_tmp / "bomb").mkdir()
+    one_mb = pa.array(["word " * 200_000])
+    text = pa.DictionaryArray.from_arrays(pa.array([0] * 20_000, pa.int32()), one_mb)
+    pq.write_table(pa.table({"id": pa.array(["x"] * 20_000), "text": text}), case_tmp / "bomb" / "00000.parquet",
+                   compression="zstd", compression_level=22)  # fmt: skip
+
+
+def _fill(value: object, names: dict[str, str]) -> object:
+    if isinstance(value, str):
+        for key, path in names.items():
+            value = value.replace("{" + key + "}", path)
+        return value
+    if isinstance(value, list):
+        return [_fill(v, names) for v in value]
+    if isinstance(value, dict):
+        return {k if not isinstance(k, str) else _fill(k, names): _fill(v, names) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.parametrize(("module", "argv", "files", "needle"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_hostile_case_is_one_line_exit_2_and_writes_nothing(
+    inputs: dict[str, Path], tmp_path: Path, module: str, argv: list[str], files: dict, needle: str
+) -> None:
+    _hostile_files(tmp_path, inputs["docs"])
+    names = {"tmp": str(tmp_path), **{k: str(v) for k, v in inputs.items()}, "tokdir": str(inputs["tok"].parent)}
+    for name, content in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        filled = _fill(content, names)
+        (tmp_path / name).write_text(filled if isinstance(filled, str) else json.dumps(filled))
+    before = _listing(tmp_path), _listing(inputs["root"])
+    code, stderr = _in_process(module, [str(_fill(a, names)) for a in argv])
+    lines = stderr.strip().splitlines()
+    assert code == 2, stderr[-3000:]
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr[-3000:]
+    assert needle in lines[0], lines[0]
+    assert (_listing(tmp_path), _listing(inputs["root"])) == before
+
+
+def test_an_export_into_a_live_training_runs_folder_is_refused(inputs: dict[str, Path], tmp_path: Path) -> None:
+    """`export_hf --out TRAIN/export` while a training run holds TRAIN (the lock `trainer.output_lock` takes):
+    refused in one line naming the run, before the checkpoint is read; once the run is gone it goes on."""
+    train = tmp_path / "train"
+    argv = ["--checkpoint", str(tmp_path / "no-checkpoint"), "--out", str(train / "export" / "hf")]
+    with FolderLock(train, "training run"):
+        before = _listing(tmp_path)
+        code, stderr = _in_process("trainer.export_hf", argv)
+        assert code == 2 and stderr.count("\n") == 1, stderr
+        assert stderr.startswith("error: ") and f"being written by a training run (pid {os.getpid()}" in stderr
+        assert _listing(tmp_path) == before
+    code, stderr = _in_process("trainer.export_hf", argv)  # the run ended: the export's own checks speak
+    assert code == 2 and "being written" not in stderr and "not a checkpoint" in stderr, stderr
