@@ -23,7 +23,7 @@ from typing import Any
 from datatrove.executor.ray import RayPipelineExecutor
 from datatrove.io import DataFolder, DataFolderLike
 
-from common.executor_errors import ExecutorError
+from common.executor_errors import ExecutorError, raise_if_incomplete
 
 REPO = Path(__file__).resolve().parents[2]  # common/ray_cluster/executor.py -> the project root
 GIB = 1024**3
@@ -212,12 +212,8 @@ class CheckedRayExecutor(RayPipelineExecutor):
         stage = self.stage
         with StageProgress(self.logging_dir, stage, self.world_size):
             super().run()
-        missing = self.get_incomplete_ranks(range(self.world_size), skip_completed=True)
-        if missing:
-            raise RayTasksFailed(
-                f"{stage}: {len(missing)}/{self.world_size} Ray tasks did not complete "
-                f"(first: {missing[:5]}); see logs/{stage}/ and rerun the same command to resume"
-            )
+        hint = f"see logs/{stage}/ and rerun the same command to resume"
+        raise_if_incomplete(self, stage, RayTasksFailed, "Ray tasks", hint)
 
 
 def ray_executor(
