@@ -25,7 +25,10 @@ task reads a 1 GB WARC, so the timed figure is the per-document throughput both 
 Each run happens in a fresh fork of the bench process, so no run starts with caches that an earlier
 run filled with these same documents (our fastText word cache, spaCy's, trafilatura's LRU).
 
-    python -m bench.curate [--repeats 3] [--timeout 10] [--other-precheck] [--json out.json]
+    python -m bench.curate [--repeats 3] [--timeout 10] [--other-precheck] [--only DCLM ...] [--json out.json]
+
+``--only`` times datatrove and the rows whose names hold one of the given words (case-insensitive), not all
+of them: one recipe's row on a shared machine.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any, TypeVar
 
+from common.cli import fail
 from curate.config import CurateConfig
 from pipelines.recipe import load_recipe
 from tests.support import shared_data
@@ -116,12 +120,20 @@ def main() -> None:
     parser.add_argument(
         "--other-precheck", action="store_true", help="also time both extractors with the other pre-check setting"
     )
+    parser.add_argument(
+        "--only", nargs="+", default=None, metavar="WORD", help="only the rows whose names hold one of these words"
+    )
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     if not shared_data.available():
         sys.exit(f"shared data not found at {shared_data.shared_data_dir()}")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     ours = variants(load_recipe().curate, args.other_precheck)
+    if args.only:
+        ours = {name: c for name, c in ours.items() if any(w.lower() in name.lower() for w in args.only)}
+        if not ours:
+            fail(f"--only {' '.join(args.only)}: no row's name holds any of these words")
+    anchor = next(iter(ours))  # documents seen = datatrove's and this row's (the parity path when timed)
     with tempfile.TemporaryDirectory() as tmp:
         pages = Path(tmp) / "pages.warc.gz"
         shared_data.write_extraction_warc(pages)
@@ -143,7 +155,7 @@ def main() -> None:
             shift = rep % len(order)
             results = {name: in_fresh_process(jobs[name]) for name in order[shift:] + order[:shift]}
             ref = results["datatrove"]
-            docs = len(ref.seen | results["trafilatura + warcio"].seen)
+            docs = len(ref.seen | results[anchor].seen)
             for name, result in results.items():
                 runs[name].append(docs / result.cpu_seconds)
                 wall[name].append(docs / result.seconds)

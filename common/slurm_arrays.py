@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from datatrove.executor.slurm import SlurmPipelineExecutor
 
+from common.executor_errors import raise_if_incomplete
 from common.slurm import (
     Partition,
     SlurmError,
@@ -205,12 +206,8 @@ class CheckedSlurmExecutor(SlurmPipelineExecutor):
             self.launch_job()
             self._record_job(self.job_id)
             self._wait(stage, [str(self.job_id)])
-        missing = self.get_incomplete_ranks(range(self.world_size), skip_completed=True)
-        if missing:
-            raise SlurmTasksFailed(
-                f"{stage}: {len(missing)}/{self.world_size} Slurm tasks did not complete (first: {missing[:5]}); "
-                f"see logs/{stage}/slurm_logs/ and rerun the same command to resubmit them"
-            )
+        hint = f"see logs/{stage}/slurm_logs/ and rerun the same command to resubmit them"
+        raise_if_incomplete(self, stage, SlurmTasksFailed, "Slurm tasks", hint)
 
 
 def array_executor(

@@ -1,8 +1,9 @@
 """Standalone dedup: ``python -m dedup.run --input DIR --out DIR`` over parquet documents.
 
 Runs the stages of ``build_dedup_stages`` one after another with datatrove's
-LocalPipelineExecutor, or with ``--executor slurm`` each stage as a Slurm job array
-(``common/slurm_arrays.py``; ``--input`` and ``--out`` on a file system every node mounts); logs and
+LocalPipelineExecutor, with ``--executor ray`` as datatrove's Ray executor on a Ray cluster
+(``common/ray_cluster/``, as ``pipelines.run``'s), or with ``--executor slurm`` each stage as a Slurm job array
+(``common/slurm_arrays.py``); on Ray and Slurm ``--input`` and ``--out`` are on storage every node reaches. Logs and
 completion markers go to ``OUT/logs/<stage>``, so rerunning the same command skips finished tasks and
 recomputes (or resubmits) only what is missing.
 """
@@ -17,7 +18,9 @@ from pathlib import Path
 from datatrove.executor import LocalPipelineExecutor
 
 from common.cli import errors_as_one_line
+from common.executor_errors import ExecutorError
 from common.lock import FolderLock, check_apart, check_local_output, check_writable
+from common.ray_cluster.executor import RayOptions, add_ray_arguments, ray_executor, ray_options
 from common.slurm_arrays import (
     SlurmOptions,
     SlurmTasksFailed,
@@ -32,7 +35,7 @@ from dedup.config import DedupConfig
 from dedup.index import check_index
 from dedup.pipeline import DedupLayout, build_dedup_stages, check_parquet_footers, count_input_files
 from dedup.records import CorruptFileError
-from dedup.star import buffer_records_for
+from dedup.star import add_cluster_arguments, buffer_records_for, cluster_settings
 from dedup.text import spacy_english
 
 
@@ -45,9 +48,11 @@ def run_dedup(
     write_index: bool = False,
     slurm: SlurmOptions | None = None,
     workers_set: bool = False,
+    ray: RayOptions | None = None,
 ) -> dict:
-    """Run every stage (here, or each as a Slurm array with ``slurm``); returns the summary (kept/removed
-    counts and where things are)."""
+    """Run every stage (here, on the Ray cluster of ``ray``, or each as a Slurm array with ``slurm``); returns
+    the summary (kept/removed counts and where things are). The cluster passes are yielded one by one, each
+    after the one before has run, whatever the executor."""
     config = config or DedupConfig()
     layout = DedupLayout(out)
     check_inputs(input_folder, out, config, workers, tasks)
@@ -61,6 +66,8 @@ def run_dedup(
         logs = str(Path(out, "logs", name))
         if slurm is not None:
             executor = array_executor(steps, n_tasks, workers, logs, name, slurm, workers_set)
+        elif ray is not None:
+            executor = ray_executor(steps, n_tasks, workers, logs, ray, workers_set, stage=name)
         else:
             executor = LocalPipelineExecutor(
                 pipeline=steps, tasks=n_tasks, workers=max(1, min(workers, n_tasks)), logging_dir=logs,
@@ -115,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--workers", type=int, default=None, help="tasks at once (default: 2; on Slurm: as many as it schedules)"
     )
-    p.add_argument("--executor", choices=("local", "slurm"), default="local", help="where the stages' tasks run")
+    p.add_argument("--executor", choices=("local", "ray", "slurm"), default="local", help="where the stages' tasks run")
     p.add_argument("--tasks", type=int, default=None, help="document tasks (default: one per input file)")
     p.add_argument("--exact", action="store_true", help="exact (content hash) dedup before MinHash")
     p.add_argument(
@@ -133,14 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         metavar="RUN_DIR",
         help="earlier dumps' run folders (with --write-index): drop documents that have a near-duplicate there",
     )
-    p.add_argument(
-        "--cluster-tasks",
-        type=int,
-        default=None,
-        help="tasks per clustering pass (default: one union-find task while it fits --cluster-memory-mb, else "
-        "large-star/small-star passes); 1 = always the single task",
-    )
-    p.add_argument("--cluster-memory-mb", type=int, default=4096, help="memory cap of each clustering task")
+    add_cluster_arguments(p)
     p.add_argument(
         "--method",
         choices=("minhash", "bff"),
@@ -163,11 +163,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--group-by", default="dump", help="dedup within groups of this column ('' for none)")
     p.add_argument("--word-split", choices=("spacy", "whitespace"), default="spacy")
     p.add_argument("--shingle-hash", choices=("text", "words"), default="text")
+    add_ray_arguments(p.add_argument_group("with --executor ray (each stage datatrove's Ray executor)"))
     add_array_arguments(p.add_argument_group("with --executor slurm (each stage a job array)"))
     a = p.parse_args(argv)
     # bad input is one line (exit 2) before any work: counts, parameters, input, output folder, indexes,
     # the Slurm cluster's partition and sizes; a stage whose Slurm tasks did not all complete, after the work
-    with errors_as_one_line(ValueError, SlurmTasksFailed):
+    with errors_as_one_line(ValueError, SlurmTasksFailed, ExecutorError):
         summary = _run_from_args(a)
     _print_summary(summary)
 
@@ -186,14 +187,16 @@ def _run_from_args(a: argparse.Namespace) -> dict:
         group_by=a.group_by or None,
         word_split=a.word_split,
         shingle_hash=a.shingle_hash,
-        cluster_tasks=a.cluster_tasks,
-        cluster_memory_mb=a.cluster_memory_mb,
         method=a.method,
         bff_fp_rate=a.bff_fp_rate,
         bff_expected_ngrams=a.bff_expected_ngrams,
         bff_threshold=a.bff_threshold,
+        **cluster_settings(a),
     )
     workers = a.workers if a.workers is not None else 2
+    ray = ray_options(a)  # the Ray flags are checked whatever the executor, as pipelines.run does
+    if a.executor == "ray":  # Ray workers do not run in this directory
+        a.input, a.out = (p if "://" in p else str(Path(p).resolve()) for p in (a.input, a.out))
     check_inputs(a.input, a.out, config, workers, a.tasks)  # before the lock creates the folder
     slurm = None
     if a.executor == "slurm":
@@ -202,8 +205,9 @@ def _run_from_args(a: argparse.Namespace) -> dict:
     # one writer per output folder: two runs on one --out used to leave deduped/ empty
     with FolderLock(a.out, "dedup.run"):
         return run_dedup(
-            a.input, a.out, config, workers, a.tasks, a.write_index, slurm=slurm, workers_set=a.workers is not None
-        )
+            a.input, a.out, config, workers, a.tasks, a.write_index, slurm=slurm, workers_set=a.workers is not None,
+            ray=ray if a.executor == "ray" else None,
+        )  # fmt: skip
 
 
 def _print_summary(summary: dict) -> None:

@@ -30,6 +30,7 @@ and a task whose receipt and files are valid is skipped, so a killed run resumes
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from collections.abc import Iterator
@@ -98,6 +99,26 @@ def buffer_records_for(memory_mb: float) -> int:
         need = TASK_BASE_MB + MIN_BUFFER_RECORDS * BYTES_PER_BUFFERED_RECORD / 2**20
         raise ValueError(f"cluster memory cap {memory_mb:g} MB is below the {need:.0f} MB a cluster task needs")
     return records
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--cluster-tasks`` and ``--cluster-memory-mb``: every CLI that runs the dedup stages."""
+    parser.add_argument(
+        "--cluster-tasks",
+        type=int,
+        default=None,
+        help="tasks per clustering pass (default: one union-find task while it fits --cluster-memory-mb, else "
+        "large-star/small-star passes); 1 = always the single task",
+    )
+    parser.add_argument("--cluster-memory-mb", type=int, default=4096, help="memory cap of each clustering task")
+
+
+def cluster_settings(args: argparse.Namespace) -> dict[str, int | None]:
+    """The parsed ``add_cluster_arguments`` as ``DedupConfig`` fields, checked (a one-line ``ValueError``)."""
+    if args.cluster_tasks is not None and args.cluster_tasks < 1:
+        raise ValueError(f"--cluster-tasks must be >= 1, got {args.cluster_tasks}")
+    buffer_records_for(args.cluster_memory_mb)
+    return {"cluster_tasks": args.cluster_tasks, "cluster_memory_mb": args.cluster_memory_mb}
 
 
 def plan_clusters(pairs: int, config: DedupConfig) -> ClusterPlan:

@@ -55,10 +55,10 @@ SIGNALS = (
 
 # a token start: an alphanumeric character ([^\W_] is str.isalnum in re) after ASCII whitespace or at the start
 _COUNTED_WORD = re.compile(r"(?<![^ \n\r\t\v\f\x00])[^\W_]")
-# every URL match holds one of these (a domain character, a dot, a TLD's first character); every IPv4 match a
-# digit, a dot, a digit: pages without them skip the costly patterns
+# every URL match holds one of these (a domain character, a dot, a TLD's first character): pages without them
+# skip the costly patterns (and pages without four dotted groups of digits the IPv4 one)
 _MAY_HOLD_URL = re.compile(r"[-a-zA-Z0-9@:%._+~#=]\.[a-z0-9]")
-_MAY_HOLD_IP = re.compile(r"\d\.\d")
+_MAY_HOLD_IP = re.compile(r"\d\.\d{1,3}\.\d{1,3}\.\d")  # every IPv4 match holds four dotted groups of digits
 _ASCII_UPPER = bytes(range(ord("A"), ord("Z") + 1))
 _ASCII_DIGITS = b"0123456789"
 _WORD_BOUNDARY = regex.compile(r"(?w)\b")
@@ -71,6 +71,9 @@ _COUNTER_LINE = re.compile(
     r"^\W*\d(?:,|\.|\d)*(?:K|k|M|m|B|b)?\s+(?:likes|shares|comments|retweets|reposts|quotes|bookmarks|upvotes"
     r"|downvotes|downloads|views|followers)\W*$"
 )
+# a counter line's word after a space, in any case: what a line matching _COUNTER_LINE once lower-cased must hold
+# (re.I folds the one non-ASCII letter whose lower() is an ASCII one, U+212A KELVIN SIGN, to "k" too)
+_MAY_HOLD_COUNTER = re.compile(r"\s(?:" + _COUNTER_LINE.pattern.split(r"\s+(?:", 1)[1].split(")", 1)[0] + ")", re.I)
 # DCLM's three stub edits on lines of at most 10 words; its "Read more..." is a regex, so its dots match any
 # character, as here
 _STUBS = (
@@ -78,6 +81,10 @@ _STUBS = (
     re.compile(r"\s?(?:read more...)$", re.I),
     re.compile(r"^(?:sign-in)\s?", re.I),
 )
+# the same patterns over a whole page, ``^`` and ``$`` at every line: no match there, no line of it matches (no
+# pattern spans a newline but its optional leading space); most pages hold none, and one search replaces a
+# substitution per line
+_STUBS_IN_PAGE = tuple(re.compile(stub.pattern, re.I | re.M) for stub in _STUBS)
 
 
 @lru_cache(maxsize=1)
@@ -142,11 +149,16 @@ def edit_lines(text: str) -> str:
     lines = text.split("\n")
     lines = [ln for ln in lines if not ln or _count_in_line(ln, _ASCII_DIGITS, "isdigit") / len(ln) <= 0.999999]
     text = "\n".join(lines).strip()
-    text = "\n".join(ln for ln in text.split("\n") if not _COUNTER_LINE.search(ln.lower())).strip()
+    if _MAY_HOLD_COUNTER.search(text):
+        text = "\n".join(ln for ln in text.split("\n") if not _COUNTER_LINE.search(ln.lower()))
+    text = text.strip()
     if not text:
         return ""
     text = "\n".join(ln for ln in text.split("\n") if not ln or len(ln.split()) >= 2)
-    for stub in _STUBS:
+    for stub, in_page in zip(_STUBS, _STUBS_IN_PAGE, strict=True):
+        if not in_page.search(text):  # no line changes; blank lines (spaces only) go, as the loop below drops them
+            text = "\n".join(ln for ln in text.split("\n") if not ln or not ln.isspace()).strip()
+            continue
         kept = []
         for line in text.split("\n"):
             if len(line.split()) <= 10:
@@ -179,44 +191,58 @@ def _segment_repetition(segments: list[str]) -> tuple[float, float]:
 _MIXERS = np.random.default_rng(20240611).integers(1, 2**63, size=10, dtype=np.uint64) | np.uint64(1)
 
 
-def _gram_keys(ids: np.ndarray, n: int, m: int, vocabulary: int) -> np.ndarray:
-    """One uint64 per n-gram: the ids packed exactly when ``vocabulary ** n`` fits 64 bits, else a sum of ids
-    times odd random 64-bit constants (two different n-grams collide with probability about 2^-64)."""
-    keys = np.zeros(m, dtype=np.uint64)
+def _gram_keys(ids: np.ndarray, n: int, at: np.ndarray, vocabulary: int) -> np.ndarray:
+    """One uint64 per n-gram starting at the positions ``at``: the ids packed exactly when ``vocabulary ** n`` fits
+    64 bits, else a sum of ids times odd random 64-bit constants (two different n-grams collide with probability
+    about 2^-64)."""
+    keys = np.zeros(len(at), dtype=np.uint64)
     if vocabulary**n < 2**64:
         for i in range(n):
-            keys = keys * np.uint64(vocabulary) + ids[i : i + m].astype(np.uint64)
+            keys = keys * np.uint64(vocabulary) + ids[at + i].astype(np.uint64)
     else:
         for i in range(n):
-            keys += (ids[i : i + m].astype(np.uint64) + np.uint64(1)) * _MIXERS[i]
+            keys += (ids[at + i].astype(np.uint64) + np.uint64(1)) * _MIXERS[i]
     return keys
 
 
 def _ngram_ratios(words: list[str]) -> dict[str, float]:
-    """Gopher's n-gram repetition over word ids, n-grams compared by one 64-bit key each (``_gram_keys``)."""
+    """Gopher's n-gram repetition over word ids, n-grams compared by one 64-bit key each (``_gram_keys``).
+
+    An n-gram that occurs twice holds two (n - 1)-grams that occur twice (at its start and one word later), so
+    from n = 3 on only the positions where both of those repeat are keyed and sorted: every occurrence of a
+    repeated n-gram is among them, with its full count; when none repeats, no longer one does either."""
     out = {f"top_{n}gram_char_ratio": 0.0 for n in TOP_NGRAMS} | {f"dup_{n}gram_char_ratio": 0.0 for n in DUP_NGRAMS}
     if not words:
         return out
-    ids_of: dict[str, int] = {}
-    ids = np.fromiter((ids_of.setdefault(w, len(ids_of)) for w in words), dtype=np.int64, count=len(words))
+    ids_of = {w: i for i, w in enumerate(dict.fromkeys(words))}  # ids in order of first occurrence
+    ids = np.fromiter(map(ids_of.__getitem__, words), dtype=np.int64, count=len(words))
     lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
     total = int(lengths.sum())
     prefix = np.concatenate([[0], np.cumsum(lengths)])
+    repeated: np.ndarray | None = None  # per start position: does the (n - 1)-gram there occur more than once
     for n in (*TOP_NGRAMS, *DUP_NGRAMS):
         m = len(words) - n + 1
         if m <= 0:
-            continue
-        _, inverse, counts = np.unique(_gram_keys(ids, n, m, len(ids_of)), return_inverse=True, return_counts=True)
-        per_gram = counts[inverse]
-        top = int(per_gram.max())
-        if top == 1:
-            continue
-        chars = prefix[n : n + m] - prefix[:m]
+            break
+        at = np.arange(m) if repeated is None else np.flatnonzero(repeated[:m] & repeated[1 : m + 1])
+        keys = _gram_keys(ids, n, at, len(ids_of))
+        order = np.argsort(keys)
+        ordered = keys[order]
+        group_starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(at) else at
+        counts = np.diff(np.r_[group_starts, len(at)])
+        if not len(counts) or int(counts.max()) == 1:
+            break
+        top = int(counts.max())
+        per_gram = np.empty(len(at), dtype=np.int64)  # each keyed n-gram's number of occurrences
+        per_gram[order] = np.repeat(counts, counts)
+        starts = at[per_gram > 1]
+        repeated = np.zeros(m, dtype=bool)
+        repeated[starts] = True
         if n in TOP_NGRAMS:
-            out[f"top_{n}gram_char_ratio"] = int(chars[per_gram == top].max()) * top / total
+            tops = at[per_gram == top]
+            out[f"top_{n}gram_char_ratio"] = int((prefix[tops + n] - prefix[tops]).max()) * top / total
         else:
             cover = np.zeros(len(words) + 1, dtype=np.int64)
-            starts = np.flatnonzero(per_gram > 1)
             np.add.at(cover, starts, 1)
             np.add.at(cover, starts + n, -1)
             covered = np.cumsum(cover[:-1]) > 0

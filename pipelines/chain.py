@@ -31,8 +31,8 @@ from pipelines.chain_store import StoreStaging, staging
 from pipelines.errors import ExecutorError
 
 if TYPE_CHECKING:
+    from common.ray_cluster.executor import RayOptions
     from mixtures.manifest import Manifest
-    from pipelines.ray_cluster.executor import RayOptions
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,5 +1,6 @@
-"""Errors the CLI prints as one line (exit 2), defined below every executor so none imports another."""
+"""Errors the CLI prints as one line (exit 2); ``ExecutorError`` lives in ``common`` because the Ray executor
+there (also ``dedup.run``'s) raises it."""
 
+from common.executor_errors import ExecutorError
 
-class ExecutorError(RuntimeError):
-    """A stage cannot run or did not finish on its executor: the CLI prints it as one line."""
+__all__ = ["ExecutorError"]

@@ -2,7 +2,7 @@
 
 ``local`` is datatrove's ``LocalPipelineExecutor`` (a process pool, one task per WARC shard).
 An executor factory takes the pipeline, the task count, the worker count and the stage's logging
-folder. ``ray`` (``pipelines/ray_cluster/executor.py``) is datatrove's ``RayPipelineExecutor`` on a Ray
+folder. ``ray`` (``common/ray_cluster/executor.py``) is datatrove's ``RayPipelineExecutor`` on a Ray
 cluster, sized to it; its options (``ray``: a ``RayOptions``, ``workers_set``) come through
 ``**options``, which the local executor ignores.
 """
@@ -28,7 +28,7 @@ def local_executor(pipeline: list, tasks: int, workers: int, logging_dir: StageF
 
 def ray_executor(pipeline: list, **options: Any) -> PipelineExecutor:
     """Imported on use: ``ray`` is needed only by runs that ask for it."""
-    from pipelines.ray_cluster.executor import ray_executor as make_ray
+    from common.ray_cluster.executor import ray_executor as make_ray
 
     return make_ray(pipeline, **options)
 

@@ -14,6 +14,7 @@ import os
 import platform
 import sys
 import time
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,11 +26,13 @@ from common.lifetime import children_die_with_me
 from common.lock import FolderUnavailable
 from common.names import checked_name
 from common.object_lock import acquire_output_lock
+from common.ray_cluster.executor import add_ray_arguments, ray_options
 from common.scratch import scratch_dir
 from common.slurm import SubmissionDeclined, confirm_submission
 from common.slurm_arrays import SlurmTasksFailed
 from common.storage import StorageError, as_path, check_store, is_remote, same_place
 from curate.pipeline import build_curate_pipeline
+from dedup.star import add_cluster_arguments, cluster_settings
 from pipelines.costs import process_cpu_seconds, record_cpu
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
 from pipelines.layout import RunLayout
@@ -80,24 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--recipe", default=None, help="recipe YAML (default: the bundled FineWeb recipe)")
     parser.add_argument("--languages", nargs="+", default=None, help="ft176 language labels to keep (default: en)")
     parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local", help="where tasks run")
-    parser.add_argument(
-        "--ray-address",
-        default=None,
-        help="with --executor ray: the cluster to join, HOST:PORT (or auto: as ray.init, RAY_ADDRESS else a "
-        "cluster started on this machine; local: a private instance); default: RAY_ADDRESS when set, else a "
-        "private Ray instance on 127.0.0.1 that stops with the run (never another job's cluster)",
-    )
-    parser.add_argument(
-        "--ray-cpus-per-task", type=int, default=1, help="with --executor ray: CPUs each Ray task reserves (default: 1)"
-    )
-    parser.add_argument(
-        "--ray-memory-per-task",
-        type=float,
-        default=None,
-        metavar="GB",
-        help="with --executor ray: Ray memory each task reserves, in GB (default: datatrove's 2 GB per CPU, "
-        "lowered to what the largest node offers); a request no node can hold is an error before any work",
-    )
+    add_ray_arguments(parser)
     slurm_cli.add_arguments(parser)
     parser.add_argument("--no-dedup", action="store_true", help="skip MinHash deduplication after curation")
     parser.add_argument(
@@ -108,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="earlier dumps' run directories (their minhash/index/): drop this dump's documents that have a "
         "near-duplicate there (removed/cross_dump/); each index is checked before any work",
     )
+    add_cluster_arguments(parser.add_argument_group("dedup clustering (the duplicate pairs into clusters)"))
     parser.add_argument(
         "--train",
         action="store_true",
@@ -173,21 +160,20 @@ def executor_options(args: argparse.Namespace) -> dict:
         return {"slurm": slurm_cli.slurm_options(args), "workers_set": args.workers is not None}
     if args.executor != "ray":
         return {}
-    from pipelines.ray_cluster.executor import RayOptions
-
-    ray = RayOptions(args.ray_address, args.ray_cpus_per_task, args.ray_memory_per_task)
-    return {"ray": ray, "workers_set": args.workers is not None}
+    return {"ray": ray_options(args), "workers_set": args.workers is not None}
 
 
 def check_args(args: argparse.Namespace) -> None:
     """Counts given on the command line are positive (a negative worker count used to fail mid-run)."""
-    counts = (("--tasks", args.tasks), ("--workers", args.workers), ("--limit-warcs", args.limit_warcs),
-              ("--ray-cpus-per-task", args.ray_cpus_per_task))  # fmt: skip
+    counts = (("--tasks", args.tasks), ("--workers", args.workers), ("--limit-warcs", args.limit_warcs))
     for flag, value in counts:
         if value is not None and value < 1:
             raise ConfigError(f"{flag} must be >= 1, got {value}")
-    if args.ray_memory_per_task is not None and not 0 < args.ray_memory_per_task < float("inf"):  # nan too
-        raise ConfigError("--ray-memory-per-task must be > 0 (GB)")
+    try:
+        ray_options(args)
+        cluster_settings(args)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     if args.dump is not None:
         checked_name(args.dump, "--dump")  # it names the run's folder under --out
 
@@ -237,7 +223,7 @@ def run_dedup(args: argparse.Namespace, recipe: Recipe, layout: RunLayout, again
     per dump), [this dump's index], [matches against earlier dumps' indexes], stage after stage."""
     from dedup.pipeline import build_dedup_stages
 
-    config, write_index = recipe.dedup.config(against), recipe.dedup.write_index
+    config, write_index = replace(recipe.dedup.config(against), **cluster_settings(args)), recipe.dedup.write_index
     if config.method == "bff":
         from dedup.bff_stage import plan_filter
 

@@ -1,2 +1,2 @@
-"""Everything that runs on Ray: the datatrove executor for the stages, plain Ray tasks for the tokenizer and
-mixture chain, token authentication. Imported only when ``--executor ray`` is asked for."""
+"""The chain's tokenizer and mixture on Ray (``chain``); the stages' executor and token auth are in
+``common/ray_cluster/`` (``dedup.run`` uses them too). Imported only when ``--executor ray`` is asked for."""

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from common.ray_cluster.executor import GIB, Progress, RayOptions, alive_nodes, connect, fit_resources
 from pipelines.errors import ExecutorError
-from pipelines.ray_cluster.executor import GIB, Progress, RayOptions, alive_nodes, connect, fit_resources
 
 if TYPE_CHECKING:
     from mixtures.manifest import Manifest

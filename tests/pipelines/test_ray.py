@@ -27,8 +27,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from common.lock import LOCK_NAME
-from pipelines.ray_cluster.auth import MODE_VAR, TOKEN_PATH_VAR, TOKEN_VAR, enable_token_mode
-from pipelines.ray_cluster.executor import GIB, RayResourceError, fit_resources
+from common.ray_cluster.auth import MODE_VAR, TOKEN_PATH_VAR, TOKEN_VAR, enable_token_mode
+from common.ray_cluster.executor import GIB, RayResourceError, fit_resources
 from tests.support.cli import REPO, run_cli
 from tests.support.mirror import write_mirror
 from tests.support.processes import alive, descendants, wait_gone
@@ -103,8 +103,8 @@ def _stop(head: subprocess.Popen, started: set[int]) -> None:
 
 
 def _driver(code: str, env: dict[str, str]) -> list[str]:
-    """``code`` in a fresh driver process after ``connect`` (pipelines/ray_cluster/executor.py); its stdout lines."""
-    proc = subprocess.run([sys.executable, "-c", "from pipelines.ray_cluster.executor import connect\n" + code],
+    """``code`` in a fresh driver process after ``connect`` (common/ray_cluster/executor.py); its stdout lines."""
+    proc = subprocess.run([sys.executable, "-c", "from common.ray_cluster.executor import connect\n" + code],
                           cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                           timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

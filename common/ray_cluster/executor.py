@@ -11,6 +11,7 @@ when its worker dies: the local executor's output and resume rule) with what a c
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import threading
@@ -20,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from datatrove.executor.ray import RayPipelineExecutor
+from datatrove.io import DataFolder, DataFolderLike
 
-from pipelines.errors import ExecutorError
-from pipelines.layout import StageFolder
+from common.executor_errors import ExecutorError, raise_if_incomplete
 
-REPO = Path(__file__).resolve().parents[2]  # pipelines/ray_cluster/executor.py -> the project root
+REPO = Path(__file__).resolve().parents[2]  # common/ray_cluster/executor.py -> the project root
 GIB = 1024**3
 DATATROVE_MEM_PER_CPU_GB = 2.0
 PROGRESS_EVERY_S = 5.0
@@ -56,11 +57,11 @@ def connect(address: str | None = None) -> dict[str, Any]:
     instance; never a cluster that merely runs on the machine (another user's or job's, as ``auto`` would).
     Workers import this project's modules, so the project root goes on their ``PYTHONPATH``
     (on a multi-node cluster the project must sit at the same path on every node: shared storage).
-    A Ray auth token, when one is available, turns token mode on first (``pipelines/ray_cluster/auth.py``).
+    A Ray auth token, when one is available, turns token mode on first (``common/ray_cluster/auth.py``).
     """
     import ray
 
-    from pipelines.ray_cluster.auth import enable_for_this_process
+    from common.ray_cluster.auth import enable_for_this_process
 
     if not ray.is_initialized():
         enable_for_this_process()
@@ -158,7 +159,7 @@ class Progress:
 class StageProgress(Progress):
     """A datatrove stage's progress, read every few seconds by a thread from its files on the run directory."""
 
-    def __init__(self, folder: StageFolder, stage: str, total: int):
+    def __init__(self, folder: DataFolder, stage: str, total: int):
         super().__init__(stage, total)
         self.folder = folder
         self._seen: dict[str, int] = {}
@@ -201,26 +202,33 @@ class StageProgress(Progress):
 
 
 class CheckedRayExecutor(RayPipelineExecutor):
-    """``RayPipelineExecutor`` that reports progress and fails loudly; its logging folder is a ``StageFolder``."""
+    """``RayPipelineExecutor`` that reports progress and fails loudly, naming its ``stage``."""
+
+    def __init__(self, *args: Any, stage: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stage = stage
 
     def run(self) -> None:
-        stage = self.logging_dir.stage
+        stage = self.stage
         with StageProgress(self.logging_dir, stage, self.world_size):
             super().run()
-        missing = self.get_incomplete_ranks(range(self.world_size), skip_completed=True)
-        if missing:
-            raise RayTasksFailed(
-                f"{stage}: {len(missing)}/{self.world_size} Ray tasks did not complete "
-                f"(first: {missing[:5]}); see logs/{stage}/ and rerun the same command to resume"
-            )
+        hint = f"see logs/{stage}/ and rerun the same command to resume"
+        raise_if_incomplete(self, stage, RayTasksFailed, "Ray tasks", hint)
 
 
 def ray_executor(
-    pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, ray: RayOptions, workers_set: bool = True
+    pipeline: list,
+    tasks: int,
+    workers: int,
+    logging_dir: DataFolderLike,
+    ray: RayOptions,
+    workers_set: bool = True,
+    stage: str | None = None,
 ) -> CheckedRayExecutor:
-    """The ``ray`` entry of ``EXECUTORS``: connect, size the tasks to the cluster, build the executor.
+    """The ``ray`` executor of one stage: connect, size the tasks to the cluster, build the executor.
 
     ``workers`` caps the tasks in flight when given (``workers_set``); else the cluster's CPUs do, not the driver's.
+    ``stage`` names it in progress lines and errors (default: the ``stage`` of a ``pipelines`` ``StageFolder``).
     """
     resources = connect(ray.address)
     cpus = ray.cpus_per_task
@@ -234,4 +242,36 @@ def ray_executor(
         logging_dir=logging_dir,
         cpus_per_task=cpus,
         mem_per_cpu_gb=mem / cpus,
+        stage=stage or logging_dir.stage,  # type: ignore[union-attr]
     )
+
+
+def add_ray_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--ray-address``, ``--ray-cpus-per-task``, ``--ray-memory-per-task``: every CLI with ``--executor ray``."""
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        help="with --executor ray: the cluster to join, HOST:PORT (or auto: as ray.init, RAY_ADDRESS else a "
+        "cluster started on this machine; local: a private instance); default: RAY_ADDRESS when set, else a "
+        "private Ray instance on 127.0.0.1 that stops with the run (never another job's cluster)",
+    )
+    parser.add_argument(
+        "--ray-cpus-per-task", type=int, default=1, help="with --executor ray: CPUs each Ray task reserves (default: 1)"
+    )
+    parser.add_argument(
+        "--ray-memory-per-task",
+        type=float,
+        default=None,
+        metavar="GB",
+        help="with --executor ray: Ray memory each task reserves, in GB (default: datatrove's 2 GB per CPU, "
+        "lowered to what the largest node offers); a request no node can hold is an error before any work",
+    )
+
+
+def ray_options(args: argparse.Namespace) -> RayOptions:
+    """The parsed ``add_ray_arguments``, checked (a ``ValueError`` naming the flag)."""
+    if args.ray_cpus_per_task < 1:
+        raise ValueError(f"--ray-cpus-per-task must be >= 1, got {args.ray_cpus_per_task}")
+    if args.ray_memory_per_task is not None and not 0 < args.ray_memory_per_task < float("inf"):  # nan too
+        raise ValueError("--ray-memory-per-task must be > 0 (GB)")
+    return RayOptions(args.ray_address, args.ray_cpus_per_task, args.ray_memory_per_task)
