@@ -30,6 +30,12 @@ CHECK_OPTIONS = {"s3": {"config_kwargs": {"connect_timeout": 3, "read_timeout": 
 # objects written since (s3fs caches every listing by default; the driver then misses a task's stats file),
 # so listings of a store are asked again each time.
 fsspec.config.conf.setdefault("s3", {}).setdefault("use_listings_cache", False)
+# s3:// opens s3fs without the bucket and "directory" look-ups a run never needs (common/s3_store.py);
+# imported on first use, so s3fs stays an extra
+for _scheme in ("s3", "s3a"):
+    fsspec.register_implementation(
+        _scheme, "common.s3_store.RunStoreS3FileSystem", clobber=True, errtxt="Install s3fs to access S3"
+    )
 
 
 class StorageError(ValueError):

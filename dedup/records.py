@@ -155,8 +155,14 @@ class RecordFile:
 
 def open_sized(folder: DataFolder, path: str, size: int) -> IO[bytes]:
     """``folder.open(path, "rb")`` with its size already known: an object store's file then skips the request
-    that would look it up (s3fs's ``size=``); a local file needs none."""
-    return folder.open(path, "rb") if folder.is_local() else folder.open(path, "rb", size=size)
+    that would look it up (s3fs's ``size=``); a local file needs none. On ``s3://`` (``common/s3_store.py``)
+    it also skips the one s3fs sends for the object's ETag to pin its range reads to: a record file checks
+    itself (header, footer, size, and the checksum of its records once read)."""
+    if folder.is_local():
+        return folder.open(path, "rb")
+    if getattr(folder.fs, "accepts_open_details", False):
+        return folder.open(path, "rb", size=size, details={"size": size})
+    return folder.open(path, "rb", size=size)
 
 
 def open_records(

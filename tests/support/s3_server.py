@@ -107,10 +107,13 @@ class S3Server:
 
 
 def clear_clients() -> None:
-    """s3fs caches file systems (and their endpoint) per process: a new endpoint needs new ones."""
+    """s3fs caches file systems (and their endpoint) per process and per class (s3fs's own, and the one
+    ``s3://`` opens: ``common/s3_store.py``): a new endpoint needs new ones."""
+    import fsspec
     import s3fs
 
     s3fs.S3FileSystem.clear_instance_cache()
+    fsspec.get_filesystem_class("s3").clear_instance_cache()
 
 
 def subprocess_env(server: S3Server, **extra: str) -> dict[str, str]:
