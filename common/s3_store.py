@@ -12,6 +12,8 @@ questions whose answer the run already has:
 - opening a file to read sends a HEAD for its ETag (s3fs pins each range read to it) even when the caller
   knows the size: a caller whose files check themselves (the dedup record files: header, footer, size and
   a checksum of the records) passes ``details={"size": ...}`` and the file opens without it.
+- reading a small object whole (``cat_file``) sends a HEAD for its size first (s3fs would split a big one
+  into concurrent range reads): ``small_read_options`` make it one GET (``common.storage.read_matching``).
 
 Reads, writes, listings and their consistency are s3fs's own; only these answers skip requests.
 """
@@ -28,6 +30,9 @@ class RunStoreS3FileSystem(S3FileSystem):
     opens a file to read with the ``details`` its caller already has."""
 
     accepts_open_details = True  # ``open(path, "rb", details={"name": ..., "size": ...})``
+    # ``cat_file`` options for a small object read whole (stats, markers): one GET; s3fs's default first asks
+    # the size (a HEAD) to decide on a concurrent download of a big one
+    small_read_options = {"max_concurrency": 1}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

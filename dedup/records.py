@@ -173,11 +173,15 @@ def open_records(
     dtype: np.dtype,
     rank: int | None = None,
     world_size: int | None = None,
+    size: int | None = None,
 ) -> RecordFile:
-    """Validate header, footer and size of a record file; raise CorruptFileError naming it."""
+    """Validate header, footer and size of a record file; raise CorruptFileError naming it.
+
+    ``size``: the file's size when the caller has it (from a listing); else looked up (one request on an
+    object store: exists, then size, then open's own look-up were three)."""
     where = folder.resolve_paths(path)
-    try:  # one request on an object store (exists, then size, then open's own look-up were three)
-        size = folder.size(path)
+    try:
+        size = folder.size(path) if size is None else size
     except FileNotFoundError:
         raise CorruptFileError(f"{where}: missing (was an earlier stage interrupted or a file deleted?)") from None
     if size < HEADER.size + FOOTER.size:
