@@ -112,8 +112,11 @@ def clear_clients() -> None:
     import fsspec
     import s3fs
 
+    from common.s3_store import reset_shared_session
+
     s3fs.S3FileSystem.clear_instance_cache()
     fsspec.get_filesystem_class("s3").clear_instance_cache()
+    reset_shared_session()
 
 
 def subprocess_env(server: S3Server, **extra: str) -> dict[str, str]:
