@@ -10,12 +10,15 @@ exist), each with short timeouts, and turns every failure into one line (``Stora
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
+from fnmatch import fnmatch
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import fsspec
+import fsspec.asyn
 from upath import UPath
 
 URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
@@ -30,6 +33,12 @@ CHECK_OPTIONS = {"s3": {"config_kwargs": {"connect_timeout": 3, "read_timeout": 
 # objects written since (s3fs caches every listing by default; the driver then misses a task's stats file),
 # so listings of a store are asked again each time.
 fsspec.config.conf.setdefault("s3", {}).setdefault("use_listings_cache", False)
+# s3:// opens s3fs without the bucket and "directory" look-ups a run never needs (common/s3_store.py);
+# imported on first use, so s3fs stays an extra
+for _scheme in ("s3", "s3a"):
+    fsspec.register_implementation(
+        _scheme, "common.s3_store.RunStoreS3FileSystem", clobber=True, errtxt="Install s3fs to access S3"
+    )
 
 
 class StorageError(ValueError):
@@ -133,3 +142,40 @@ def check_store(path: str | os.PathLike[str], what: str = "--out") -> None:
         else:
             hint = _describe(err)
         raise StorageError(f"{what} {path}: {hint}") from None
+
+
+def read_matching(folder: str | os.PathLike[str], pattern: str) -> list[bytes]:
+    """The content of every file ``pattern`` matches in ``folder`` (sorted by name; none when it is missing).
+
+    On a store: one listing and one GET per object, sent together (opening each would add a HEAD apiece and
+    wait for each answer in turn)."""
+    if not is_remote(folder):
+        return [f.read_bytes() for f in sorted(Path(local_path(folder)).glob(pattern))]
+    fs, inner = filesystem(folder)
+    try:
+        listed = fs.ls(inner.rstrip("/"), detail=True)  # a glob would add a HEAD and more listings
+    except FileNotFoundError:
+        return []
+    names = sorted(e["name"] for e in listed if e["type"] == "file" and fnmatch(e["name"].rsplit("/", 1)[-1], pattern))
+    options = getattr(fs, "small_read_options", {})
+    if not fs.async_impl:  # memory://, ...: one at a time
+        return [fs.cat_file(name, **options) for name in names]
+    return list(fsspec.asyn.sync(fs.loop, _cat_all, fs, names, options)) if names else []
+
+
+async def _cat_all(fs: Any, names: list[str], options: dict) -> list[bytes]:
+    return await asyncio.gather(*(fs._cat_file(name, **options) for name in names))
+
+
+def read_or_none(path: str | os.PathLike[str]) -> bytes | None:
+    """The file's content, None when there is none (on a store one GET; exists, then open, were three)."""
+    if not is_remote(path):
+        try:
+            return Path(local_path(path)).read_bytes()
+        except FileNotFoundError:
+            return None
+    fs, inner = filesystem(path)
+    try:
+        return fs.cat_file(inner, **getattr(fs, "small_read_options", {}))
+    except FileNotFoundError:
+        return None

@@ -34,8 +34,10 @@ _SIG_NAME = re.compile(r"(\d{5})\.sig")
 def band_signature_files(folder: DataFolder, band: int, fingerprint: int) -> list[RecordFile]:
     """The band's signature files, validated as a complete set from one run of the signature stage."""
     sub = f"band_{band:02d}"
-    # one listing (a glob, and an existence check first, are several requests each on an object store)
-    names = sorted(name for name in folder.find(sub, maxdepth=1) if name.endswith(".sig"))
+    # one listing, which also gives each file's size (a glob, an existence check first, and a size look-up
+    # per file are several requests each on an object store)
+    listed = folder.find(sub, maxdepth=1, detail=True)
+    names = sorted(name for name in listed if name.endswith(".sig"))
     if not names:
         raise CorruptFileError(f"{folder.resolve_paths(sub)}: no signature files (run the signatures first)")
     files = []
@@ -44,7 +46,8 @@ def band_signature_files(folder: DataFolder, band: int, fingerprint: int) -> lis
         if not _SIG_NAME.fullmatch(base):
             raise CorruptFileError(f"{folder.resolve_paths(name)}: unexpected file in a signature folder")
         try:
-            files.append(open_records(folder, name, SIG_KIND, fingerprint, SIGNATURE, rank=int(base[:5])))
+            size = listed[name]["size"]
+            files.append(open_records(folder, name, SIG_KIND, fingerprint, SIGNATURE, rank=int(base[:5]), size=size))
         except CorruptFileError as err:
             raise CorruptFileError(
                 f"{err}. To recompute it, delete it and the completion marker of signature task {base[:5]}"

@@ -155,8 +155,14 @@ class RecordFile:
 
 def open_sized(folder: DataFolder, path: str, size: int) -> IO[bytes]:
     """``folder.open(path, "rb")`` with its size already known: an object store's file then skips the request
-    that would look it up (s3fs's ``size=``); a local file needs none."""
-    return folder.open(path, "rb") if folder.is_local() else folder.open(path, "rb", size=size)
+    that would look it up (s3fs's ``size=``); a local file needs none. On ``s3://`` (``common/s3_store.py``)
+    it also skips the one s3fs sends for the object's ETag to pin its range reads to: a record file checks
+    itself (header, footer, size, and the checksum of its records once read)."""
+    if folder.is_local():
+        return folder.open(path, "rb")
+    if getattr(folder.fs, "accepts_open_details", False):
+        return folder.open(path, "rb", size=size, details={"size": size})
+    return folder.open(path, "rb", size=size)
 
 
 def open_records(
@@ -167,11 +173,15 @@ def open_records(
     dtype: np.dtype,
     rank: int | None = None,
     world_size: int | None = None,
+    size: int | None = None,
 ) -> RecordFile:
-    """Validate header, footer and size of a record file; raise CorruptFileError naming it."""
+    """Validate header, footer and size of a record file; raise CorruptFileError naming it.
+
+    ``size``: the file's size when the caller has it (from a listing); else looked up (one request on an
+    object store: exists, then size, then open's own look-up were three)."""
     where = folder.resolve_paths(path)
-    try:  # one request on an object store (exists, then size, then open's own look-up were three)
-        size = folder.size(path)
+    try:
+        size = folder.size(path) if size is None else size
     except FileNotFoundError:
         raise CorruptFileError(f"{where}: missing (was an earlier stage interrupted or a file deleted?)") from None
     if size < HEADER.size + FOOTER.size:

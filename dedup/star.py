@@ -140,12 +140,18 @@ def plan_clusters(pairs: int, config: DedupConfig) -> ClusterPlan:
 def count_pairs(pairs_folder: DataFolderLike, config: DedupConfig, kind: str) -> int | None:
     """Pairs in the band files (their footers), None when they are not all there yet."""
     folder, fp, bands = get_datafolder(pairs_folder), config.fingerprint(kind), n_bands(config, kind)
+    listed = folder.find("", maxdepth=1, detail=True)  # every band's size in one listing
     total = 0
     for band in range(bands):
+        path = pairs_path(band)
+        if path not in listed:
+            return None
+        size = listed[path]["size"]
         try:
-            total += open_records(folder, pairs_path(band), PAIR_KIND, fp, PAIR, rank=band, world_size=bands).n_records
+            found = open_records(folder, path, PAIR_KIND, fp, PAIR, rank=band, world_size=bands, size=size)
         except CorruptFileError:
             return None
+        total += found.n_records
     return total
 
 

@@ -36,9 +36,11 @@ def record_cpu(root: Path, key: str, seconds: float) -> None:
     """Add ``seconds`` to ``root/cpu.json[key]``: a resumed run adds what each invocation spent (a killed one's
     work is lost with it, so the figure is what the finished work cost at least). ``--calibrate`` reads it."""
     from common.atomic import atomic_write_text
+    from common.storage import read_or_none
 
     path = root / CPU_FILE
-    spent = json.loads(path.read_text()) if path.exists() else {}
+    recorded = read_or_none(path)
+    spent = json.loads(recorded) if recorded is not None else {}
     spent[key] = round(spent.get(key, 0.0) + seconds, 3)
     atomic_write_text(path, json.dumps(spent, indent=2))
 

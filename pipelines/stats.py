@@ -13,6 +13,7 @@ from typing import Any
 from datatrove.utils.stats import PipelineStats
 
 from common.atomic import atomic_write_text
+from common.storage import read_matching
 
 METRICS = ("doc_len", "doc_len_tokens", "documents")  # distributions, not counts
 COUNTED = ("total", "forwarded", "dropped")  # the step's own columns in the summary
@@ -24,7 +25,7 @@ def _total(value: Any) -> float:
 
 def merge_stage(stage_dir: Path) -> PipelineStats | None:
     """Sum all task stats files of one stage (None when the stage has none yet)."""
-    stats = [PipelineStats.from_json(json.loads(f.read_text())) for f in sorted(stage_dir.glob("*.json"))]
+    stats = [PipelineStats.from_json(json.loads(text)) for text in read_matching(stage_dir, "*.json")]
     return sum(stats[1:], stats[0]) if stats else None
 
 

@@ -107,10 +107,16 @@ class S3Server:
 
 
 def clear_clients() -> None:
-    """s3fs caches file systems (and their endpoint) per process: a new endpoint needs new ones."""
+    """s3fs caches file systems (and their endpoint) per process and per class (s3fs's own, and the one
+    ``s3://`` opens: ``common/s3_store.py``): a new endpoint needs new ones."""
+    import fsspec
     import s3fs
 
+    from common.s3_store import reset_shared_session
+
     s3fs.S3FileSystem.clear_instance_cache()
+    fsspec.get_filesystem_class("s3").clear_instance_cache()
+    reset_shared_session()
 
 
 def subprocess_env(server: S3Server, **extra: str) -> dict[str, str]:

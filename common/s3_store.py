@@ -1,0 +1,101 @@
+"""s3fs without the look-ups a run directory does not need: what ``s3://`` URLs open (``common.storage``).
+
+Measured on ``bench.object_store`` (moto's request log), s3fs spent a third of a sample run's requests on
+questions whose answer the run already has:
+
+- ``makedirs`` before every file opened for writing (datatrove's ``DataFolder`` asks it for each output,
+  stats file, log and completion marker) sends a HEAD for the bucket each time, listings not being cached
+  (``common.storage``): S3 has no folders, so once a bucket is known to exist nothing is left to make.
+- ``isfile`` / ``size`` of a key that does not exist (a completion marker not yet written, an output about
+  to be computed) go through ``info``, which after the HEAD's 404 lists the prefix to find a "directory":
+  a folder is never a file and has no size, so one HEAD answers both.
+- opening a file to read sends a HEAD for its ETag (s3fs pins each range read to it) even when the caller
+  knows the size: a caller whose files check themselves (the dedup record files: header, footer, size and
+  a checksum of the records) passes ``details={"size": ...}`` and the file opens without it.
+- reading a small object whole (``cat_file``) sends a HEAD for its size first (s3fs would split a big one
+  into concurrent range reads): ``small_read_options`` make it one GET (``common.storage.read_matching``).
+
+Reads, writes, listings and their consistency are s3fs's own; only these answers skip requests. And the
+file systems of one process (and of the task processes it forks) share one botocore session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiobotocore.session
+from s3fs import S3FileSystem
+
+_SHARED: list[aiobotocore.session.AioSession] = []
+
+
+def shared_session() -> aiobotocore.session.AioSession:
+    """One botocore session per process, and inherited by the processes it forks: a client made from it
+    reuses the S3 service model and endpoint rules the session already loaded (a fresh session reads and
+    parses them again: 0.2 to 0.4 s of CPU for each task process's first request, measured)."""
+    if not _SHARED:
+        _SHARED.append(aiobotocore.session.AioSession())
+    return _SHARED[0]
+
+
+def reset_shared_session() -> None:
+    """Forget the shared session (its credentials and endpoint came from the environment of its time)."""
+    _SHARED.clear()
+
+
+class RunStoreS3FileSystem(S3FileSystem):
+    """``S3FileSystem`` that remembers the buckets it saw, answers ``isfile`` / ``size`` with one HEAD, and
+    opens a file to read with the ``details`` its caller already has."""
+
+    accepts_open_details = True  # ``open(path, "rb", details={"name": ..., "size": ...})``
+    # ``cat_file`` options for a small object read whole (stats, markers): one GET; s3fs's default first asks
+    # the size (a HEAD) to decide on a concurrent download of a big one
+    small_read_options = {"max_concurrency": 1}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._buckets_seen: set[str] = set()
+        if self.session is None and not self.kwargs:  # no session or profile of the caller's
+            self.session, self._session_is_owned = shared_session(), False
+
+    async def _mkdir(self, path: str, acl: Any = False, create_parents: bool = True, **kwargs: Any) -> None:
+        bucket, key, _ = self.split_path(self._strip_protocol(path).rstrip("/"))
+        if key and bucket in self._buckets_seen:
+            return  # a "folder" in a bucket that exists: nothing to create on S3
+        await super()._mkdir(path, acl=acl, create_parents=create_parents, **kwargs)
+        self._buckets_seen.add(bucket)
+
+    async def _makedirs(self, path: str, exist_ok: bool = False) -> None:
+        try:
+            await self._mkdir(path, create_parents=True)
+        except FileExistsError:
+            self._buckets_seen.add(self.split_path(self._strip_protocol(path))[0])
+            if not exist_ok:
+                raise
+
+    async def _object_info(self, path: str) -> dict:
+        """The object's ``info`` by one HEAD; FileNotFoundError when there is no object at that key (a
+        prefix of other keys included: that is a folder, not a file)."""
+        bucket, key, version_id = self.split_path(self._strip_protocol(path))
+        if not key:
+            raise FileNotFoundError(path)
+        if self.version_aware or version_id:
+            return await self._info(path)
+        out = await self._call_s3("head_object", self.kwargs, Bucket=bucket, Key=key)
+        return {"name": f"{bucket}/{key}", "size": out["ContentLength"], "type": "file", "ETag": out.get("ETag", "")}
+
+    async def _isfile(self, path: str) -> bool:
+        try:
+            return (await self._object_info(path))["type"] == "file"
+        except FileNotFoundError:
+            return False
+
+    async def _size(self, path: str) -> int:
+        return (await self._object_info(path))["size"]
+
+    def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
+        details = kwargs.pop("details", None)
+        handle = super()._open(path, mode=mode, **kwargs)
+        if details is not None and "r" in mode:
+            handle.details = {"name": handle.path, **details}  # no HEAD for it (s3fs asks on the first read)
+        return handle

@@ -1,0 +1,66 @@
+"""The requests ``s3://`` sends for a run's questions (moto on 127.0.0.1, real s3fs): each answered by the
+fewest requests, with s3fs's answers (common/s3_store.py, common/storage.py read_matching / read_or_none)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from datatrove.io import get_datafolder
+
+from common.storage import filesystem, read_matching, read_or_none
+from dedup.records import open_sized
+from tests.support.s3_server import s3, s3_server_session  # noqa: F401
+
+
+def counted(url: str):
+    """The file system of ``url`` and a Counter of the S3 operations it sends from now on."""
+    fs, _ = filesystem(url)
+    fs.connect()
+    calls: Counter = Counter()
+    fs._s3.meta.events.register("before-call.s3", lambda model, **_: calls.update([model.name]))
+    return fs, calls
+
+
+def test_look_ups_take_one_request_each(s3) -> None:  # noqa: F811
+    s3.make_bucket("look")
+    fs, calls = counted("s3://look/run")
+    fs.pipe_file("look/run/dir/a.sig", bytes(range(200)))
+    calls.clear()
+    for name in ("stats", "logs", "completions", "stats"):
+        fs.makedirs(f"look/run/{name}", exist_ok=True)
+    assert calls == Counter(HeadBucket=1)  # the bucket once, then nothing: S3 has no folders to make
+    calls.clear()
+    assert fs.isfile("look/run/dir/a.sig") and not fs.isfile("look/run/dir") and not fs.isfile("look/run/none")
+    assert fs.size("look/run/dir/a.sig") == 200
+    with pytest.raises(FileNotFoundError):
+        fs.size("look/run/none")
+    assert calls == Counter(HeadObject=5)  # no listing after a 404
+    assert fs.exists("look/run/dir") and fs.isdir("look/run/dir")  # folders are still s3fs's own answer
+    calls.clear()
+    folder = get_datafolder("s3://look/run/dir")
+    with open_sized(folder, "a.sig", 200) as f:
+        head = f.read(10)
+        f.seek(190)
+        tail = f.read(10)
+    assert (head, tail) == (bytes(range(10)), bytes(range(190, 200)))
+    assert set(calls) == {"GetObject"}  # the known size and no ETag look-up: range reads only
+
+
+def test_reading_many_small_files_is_one_listing_and_a_get_each(s3, tmp_path: Path) -> None:  # noqa: F811
+    s3.make_bucket("many")
+    fs, calls = counted("s3://many/run")
+    for i in range(5):
+        fs.pipe_file(f"many/run/stats/{i:05d}.json", f'{{"task": {i}}}'.encode())
+        (tmp_path / f"{i:05d}.json").write_text(f'{{"task": {i}}}')
+    fs.pipe_file("many/run/stats/notes.txt", b"x")
+    calls.clear()
+    remote = read_matching("s3://many/run/stats", "*.json")
+    assert remote == read_matching(tmp_path, "*.json") == [f'{{"task": {i}}}'.encode() for i in range(5)]
+    assert calls == Counter(ListObjectsV2=1, GetObject=5)
+    assert read_matching("s3://many/run/absent", "*.json") == []
+    calls.clear()
+    assert read_or_none("s3://many/run/stats/00001.json") == b'{"task": 1}'
+    assert read_or_none("s3://many/run/cpu.json") is None and read_or_none(tmp_path / "cpu.json") is None
+    assert calls == Counter(GetObject=2)
