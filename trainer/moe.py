@@ -7,7 +7,9 @@ published recipes:
   so top-1 weighs its expert 1) or `sigmoid` (DeepSeek-V3: independent sigmoid scores, top-k,
   renormalised over the k);
 - balance: `aux` (Switch / Mixtral: coef * E * sum_e f_e P_e, f_e the fraction of assignments to
-  expert e, P_e its mean gate probability), `bias` (DeepSeek-V3's auxiliary-loss-free balancing: a
+  expert e, P_e its mean gate probability; sigmoid scores are first normalised to sum to 1 per token, as
+  DeepSeek-V3's balance loss does, else the loss pulls every score down instead of moving tokens to
+  other experts), `bias` (DeepSeek-V3's auxiliary-loss-free balancing: a
   per-expert bias added to the scores for the selection only, moved after each step by
   rate * sign(mean load - load)), or `none`;
 - capacity: with `capacity` c > 0 each expert takes at most ceil(c * tokens * k / E) assignments per
@@ -171,7 +173,8 @@ class MoE(nn.Module):
         flat = x.reshape(-1, shape[-1])
         probs, index, weight = self.route(flat)
         load = torch.bincount(index.flatten(), minlength=self.n_experts).float()
-        aux = self.aux_coef * self.n_experts * (load / index.numel() * probs.mean(0)).sum()
+        share = probs / probs.sum(-1, keepdim=True)  # softmax: probs itself; sigmoid: DeepSeek-V3's normalised scores
+        aux = self.aux_coef * self.n_experts * (load / index.numel() * share.mean(0)).sum()
         routed, dropped = self._capacity_drop(index)
         out = self.experts(flat, routed, weight)
         if self.shared is not None:

@@ -101,9 +101,12 @@ def test_capacity_drops_beyond_the_limit_first_choices_first() -> None:
     assert int(layer._capacity_drop(index)[1]) == 0  # evaluation is dropless
 
 
-def test_aux_loss_gradient_is_the_switch_formula_scaled() -> None:
+@pytest.mark.parametrize("gate", ["softmax", "sigmoid"])
+def test_aux_loss_gradient_is_the_switch_formula_scaled(gate: str) -> None:
+    """Sigmoid scores enter as shares of their token's sum (DeepSeek-V3's balance loss): raw sigmoids let
+    the loss lower every score at once, and on the sample's mixture the load stayed collapsed (3.87)."""
     torch.manual_seed(0)
-    layer = MoE(replace(MOE, moe_aux_coef=0.1))
+    layer = MoE(replace(MOE, moe_aux_coef=0.1, moe_gate=gate))
     x = torch.randn(1, 32, MOE.dim)
     layer.aux_scale = 0.5
     layer(x).sum().backward()
@@ -113,7 +116,8 @@ def test_aux_loss_gradient_is_the_switch_formula_scaled() -> None:
     out = layer(x)
     probs, index, _ = layer.route(x[0])
     f = torch.bincount(index.flatten(), minlength=4).float() / index.numel()
-    aux = 0.1 * 4 * (f * probs.mean(0)).sum()
+    share = probs if gate == "softmax" else probs / probs.sum(-1, keepdim=True)
+    aux = 0.1 * 4 * (f * share.mean(0)).sum()
     (out.sum() + 0.5 * aux).backward()
     torch.testing.assert_close(got, layer.router.weight.grad)
 
@@ -200,17 +204,32 @@ def test_training_logs_router_statistics_and_resumes_the_bias_exactly(inputs: tu
     assert any(r["moe_dropped_frac"] > 0 for r in records)
 
 
+BALANCE_WINDOW, LOAD_BOUND = 50, 1.5  # the last 50 steps: mean of the worst layer's max / mean load
+
+
+def balance_on_the_sample(sample_run: Path, out: Path, balance: str) -> list[float]:
+    """One epoch of the sample's mixture (`pipelines.run sample`'s, 128-token windows, 182 steps of 4) on the tiny
+    model with 8 experts top-2 in both layers, the default lr, `--moe-aux-coef` and `--moe-bias-rate`: each
+    step's `moe_max_load` (the worst layer's largest expert load over the mean)."""
+    cfg = TrainConfig(shards=sample_run / "mixture", tokenizer=sample_run / "tokenizer" / "tokenizer.json", out=out,
+                      seq_len=128, micro_batch=4, moe_experts=8, moe_top_k=2, moe_balance=balance,  # type: ignore[arg-type]
+                      log_every=1, bf16=False, export_hf=False, checkpoint_every=1000, verify_shards=False)  # fmt: skip
+    train(cfg)
+    return [r["moe_max_load"] for r in read_jsonl(out / "metrics.jsonl") if "moe_max_load" in r]
+
+
 @pytest.mark.e2e
-def test_aux_loss_keeps_the_expert_load_within_bound(inputs: tuple[Path, Path, Path]) -> None:
-    """Unbalanced, top-2 routing over 8 experts collapses onto two (max load / mean = 4); the auxiliary
-    loss keeps the largest expert under 3x its fair share over the last steps of the epoch."""
-    kw = {"moe_experts": 8, "moe_top_k": 2}
-    for balance in ("none", "aux"):
-        train(_run_cfg(inputs, f"balance-{balance}", moe_balance=balance, **kw))
-    last = {b: [r["moe_max_load"] for r in read_jsonl(inputs[0] / f"balance-{b}" / "metrics.jsonl")][-4:]
-            for b in ("none", "aux")}  # fmt: skip
-    print(f"max load / mean, last 4 steps: none {last['none']}, aux {last['aux']}")
-    assert max(last["aux"]) < 3.0 < min(last["none"])
+def test_balancing_keeps_the_expert_load_within_bound_on_the_sample(sample_run: Path, tmp_path: Path) -> None:
+    """Unbalanced, the router collapses onto two of the 8 experts (max / mean load 4 = E / K); the auxiliary
+    loss and the selection bias each keep the mean of the last 50 steps' max / mean load under 1.5.
+    Measured (seeds 0, 1, 2): none 3.99, 3.92, 3.97; aux 1.37, 1.25, 1.37; bias 1.39, 1.36, 1.42."""
+    last = {}
+    for balance in ("none", "aux", "bias"):
+        loads = balance_on_the_sample(sample_run, tmp_path / balance, balance)
+        assert len(loads) == 182
+        last[balance] = sum(loads[-BALANCE_WINDOW:]) / BALANCE_WINDOW
+    print(f"mean max / mean load, last {BALANCE_WINDOW} steps: {last}")
+    assert last["aux"] < LOAD_BOUND and last["bias"] < LOAD_BOUND and last["none"] > 3.0
 
 
 def test_planner_counts_active_compute_expert_states_and_all_to_all() -> None:

@@ -107,13 +107,20 @@ def layouts_8(tmp_path_factory: pytest.TempPathFactory, shards: Path, reference:
     return {**_launch(tmp_path_factory.mktemp("layouts8"), shards, 8), "reference": reference}
 
 
-def _launch(root: Path, shards: Path, world: int) -> dict[str, dict]:
-    """One torchrun of `world` gloo ranks training each layout of LAYOUTS_BY_WORLD[world]; their results."""
+def _launch(
+    root: Path,
+    shards: Path,
+    world: int,
+    worker_module: str = "tests.trainer.test_parallel_layouts",
+    names: list[str] | None = None,
+) -> dict[str, dict]:
+    """One torchrun of `world` gloo ranks running `worker_module` (this file's `worker`: each layout of
+    LAYOUTS_BY_WORLD[world]); the results of the layouts `names` (default: those) it saved under `root`."""
     from tests.support.trainer_inputs import torchrun
 
-    torchrun(["-m", "tests.trainer.test_parallel_layouts", str(shards), str(root)], nproc=world, timeout=900)
+    torchrun(["-m", worker_module, str(shards), str(root)], nproc=world, timeout=900)
     results = {}
-    for name in LAYOUTS_BY_WORLD[world]:
+    for name in names or LAYOUTS_BY_WORLD[world]:
         ranks = [torch.load(root / f"{name}.rank{r}.pt") for r in range(world)]
         grads: dict[str, torch.Tensor] = {}
         init: dict[str, torch.Tensor] = {}
@@ -124,13 +131,13 @@ def _launch(root: Path, shards: Path, world: int) -> dict[str, dict]:
     return results
 
 
-def _single_process(shards: Path) -> dict:
+def _single_process(shards: Path, cfg: ModelConfig | None = None) -> dict:
     """The same global batch in one process: MICRO-window micro-batches, GLOBAL / MICRO accumulated."""
     from trainer.distributed import init_distributed, shutdown
 
     info = init_distributed("cpu")
     try:
-        return run_layout(info, shards, "1F1B")
+        return run_layout(info, shards, "1F1B", cfg)
     finally:
         shutdown(info)
 
@@ -165,9 +172,9 @@ def test_meta_init_under_layout_is_the_full_model_init(layouts: dict[str, dict],
     assert_init_is_full_model_init(layouts[name]["init"])
 
 
-def assert_init_is_full_model_init(new: dict[str, torch.Tensor]) -> None:
+def assert_init_is_full_model_init(new: dict[str, torch.Tensor], cfg: ModelConfig | None = None) -> None:
     torch.manual_seed(0)
-    old = Transformer(model_config()).state_dict()
+    old = Transformer(cfg or model_config()).state_dict()
     assert new.keys() == old.keys()
     assert [n for n in old if not torch.equal(new[n], old[n])] == []
 
