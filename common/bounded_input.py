@@ -14,7 +14,6 @@ import gzip
 import io
 import os
 import stat
-from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
@@ -65,14 +64,22 @@ class _Capped(io.RawIOBase):
         super().close()
 
 
+def _open_with_size(path: str | os.PathLike[str]) -> tuple[BinaryIO, int]:
+    """A local regular file (`open_regular`) or an object on a store (a UPath: no FIFOs there), and its size."""
+    if isinstance(path, (str, bytes, os.PathLike)):
+        raw = open_regular(path)
+        return raw, os.fstat(raw.fileno()).st_size
+    return path.open("rb"), path.stat().st_size  # type: ignore[attr-defined]
+
+
 def open_bounded(path: str | os.PathLike[str], limit: int = MAX_DATA_BYTES) -> BinaryIO:
-    """A regular file for reading at most `limit` bytes, decompressed when its name ends in ``.gz``."""
-    raw = open_regular(path)
-    if Path(path).name.endswith(".gz"):
+    """A regular file (or an object on a store) for reading at most `limit` bytes, decompressed when its
+    name ends in ``.gz``."""
+    raw, size = _open_with_size(path)
+    if str(path).endswith(".gz"):
         inner: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
         what, owned = f"{path} (decompressed)", (inner, raw)
     else:
-        size = os.fstat(raw.fileno()).st_size
         if size > limit:  # known before reading: a (sparse) 3 GiB file is refused at once, not read to the cap
             raw.close()
             raise InputRefused(f"{path} holds {size:,} bytes, more than {limit:,}; refused (the limit for this input)")
