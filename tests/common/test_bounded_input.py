@@ -197,3 +197,21 @@ def test_cli_level_refusals(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     _refused(tmp_path, "pipelines.run", [str(SAMPLE), "--out", str(out), "--recipe", str(fifo)], "FIFO")
     _refused(tmp_path, "pipelines.run", [str(fifo), "--out", str(out)], "regular file")
+
+
+def test_an_object_on_a_store_is_read_with_the_same_caps() -> None:
+    """A run in a bucket has its stats.json there: the report reads it through the same bounded reader."""
+    from upath import UPath
+
+    root = UPath("memory://bounded-store-test")
+    (root / "stats.json").write_bytes(b'{"kept": 3}')
+    (root / "big.json").write_bytes(b"x" * 2048)
+    (root / "bomb.json.gz").write_bytes(gzip.compress(b"y" * 4096))
+    try:
+        assert bounded_input.read_bounded(root / "stats.json") == b'{"kept": 3}'
+        with pytest.raises(bounded_input.InputRefused, match="more than 1,024"):
+            bounded_input.read_bounded(root / "big.json", 1024)
+        with pytest.raises(bounded_input.InputRefused, match="decompressed"):
+            bounded_input.read_bounded(root / "bomb.json.gz", 1024)
+    finally:
+        root.fs.rm(root.path, recursive=True)
