@@ -86,12 +86,24 @@ def refuse_inside_live_folder(out: str | os.PathLike[str], what: str) -> None:
             fd = os.open(folder / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             continue  # no lock there (or not one this process may read): nothing live to collide with
+        if _held_by_this_process(fd):  # the training run exporting into its own --out (the PP export)
+            os.close(fd)
+            continue
         try:
             fd = _flock(fd, fcntl.LOCK_SH, folder, folder / LOCK_NAME, what)
         except FolderLocked as err:
             raise FolderLocked(f"{out}: an output folder inside a folder in use; {err}") from None
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def _held_by_this_process(fd: int) -> bool:
+    """Whether the lock file records this process as its holder (flock would refuse this process's own
+    second descriptor, so a run writing into its own folder must be told apart by pid)."""
+    try:
+        return json.loads(os.pread(fd, 4096, 0) or b"{}").get("pid") == os.getpid()
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def check_local_output(out: str | os.PathLike[str], command: str) -> None:

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from common.lock import FolderLock
+from common.lock import FolderLock, refuse_inside_live_folder
 from tests.pipelines.test_bad_inputs import _in_process
 from tests.support.cli import REPO
 from tests.support.trainer_inputs import synthetic_run_inputs
@@ -232,11 +234,20 @@ def test_an_export_into_a_live_training_runs_folder_is_refused(inputs: dict[str,
     refused in one line naming the run, before the checkpoint is read; once the run is gone it goes on."""
     train = tmp_path / "train"
     argv = ["--checkpoint", str(tmp_path / "no-checkpoint"), "--out", str(train / "export" / "hf")]
-    with FolderLock(train, "training run"):
+    hold = f"from common.lock import FolderLock; FolderLock({str(train)!r}, 'training run').acquire(); print(1)"
+    holder = subprocess.Popen([sys.executable, "-c", hold + "; input()"], cwd=REPO, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "1"  # the lock is held
         before = _listing(tmp_path)
         code, stderr = _in_process("trainer.export_hf", argv)
         assert code == 2 and stderr.count("\n") == 1, stderr
-        assert stderr.startswith("error: ") and f"being written by a training run (pid {os.getpid()}" in stderr
+        assert stderr.startswith("error: ") and f"being written by a training run (pid {holder.pid}" in stderr
         assert _listing(tmp_path) == before
+        with FolderLock(tmp_path / "own", "training run"):  # a run exporting into its own --out (the PP export)
+            refuse_inside_live_folder(tmp_path / "own" / "hf", "export_hf")
+    finally:
+        holder.kill()
+        holder.wait()
     code, stderr = _in_process("trainer.export_hf", argv)  # the run ended: the export's own checks speak
     assert code == 2 and "being written" not in stderr and "not a checkpoint" in stderr, stderr

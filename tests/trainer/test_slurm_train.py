@@ -98,7 +98,8 @@ def test_a_requeued_sbatch_run_has_the_losses_of_torchrun(slurm: SlurmCluster, t
 def test_the_dry_run_prints_nodes_times_the_time_limit(tmp_path: Path, capsys) -> None:
     shards, tok = synthetic_run_inputs(tmp_path / "inputs", vocab=96, n_docs=40, seq_len=32)
     flags = ["--nodes", "4", "--gpus-per-node", "8", "--cpus-per-task", "16", "--time", "12:00:00", "--dry-run"]
-    assert slurm_main([*flags, "--", "--shards", str(shards), "--tokenizer", str(tok), "--out", str(tmp_path)]) == 0
+    out = str(tmp_path / "train")  # apart from the shards (an output folder holding its inputs is refused)
+    assert slurm_main([*flags, "--", "--shards", str(shards), "--tokenizer", str(tok), "--out", out]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[-2] == (
         "[slurm] cost: 4 node(s) x --time 12:00:00 = at most 48 node-hours, 768 CPU-hours, 384 GPU-hours "
