@@ -144,7 +144,7 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | os.PathLike[str] | None
     return MixtureSpec(
         sources=tuple(sources),
         target_tokens=EPOCH if epoch else _target_tokens(data["target_tokens"]),
-        seq_len=_positive_int(data["seq_len"], "seq_len"),
+        seq_len=_seq_len(data["seq_len"]),
         tokenizer=str(data["tokenizer"]),
         seed=_seed(data.get("seed", 0)),
         separator=separator,
@@ -154,6 +154,17 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | os.PathLike[str] | None
         max_doc_chars=_positive_int(data.get("max_doc_chars", DEFAULT_MAX_DOC_CHARS), "max_doc_chars"),
         base_dir=Path(base_dir) if base_dir is not None else Path.cwd(),
     )
+
+
+MAX_SEQ_LEN = 1 << 24  # 16M tokens a window: beyond any model's context, and a window is held in memory whole
+
+
+def _seq_len(value: Any) -> int:
+    """A window length a model can train on (`seq_len: 1e12` was accepted, then sized buffers by it)."""
+    seq_len = _positive_int(value, "seq_len")
+    if seq_len > MAX_SEQ_LEN:
+        raise SpecError(f"`seq_len` must be at most {MAX_SEQ_LEN:,} tokens, got {seq_len:,}")
+    return seq_len
 
 
 def _seed(value: Any) -> int:
@@ -166,7 +177,10 @@ def _seed(value: Any) -> int:
 def _source(raw: Any, idx: int, epoch: bool = False) -> SourceSpec:
     if not isinstance(raw, dict):
         raise SpecError(f"sources[{idx}] must be a mapping")
-    where = f"sources[{idx}] ({raw.get('name', '?')})"
+    name = str(raw.get("name", "?"))
+    if not name.isprintable():  # it is printed in the build's summary: no escape codes reach the terminal
+        raise SpecError(f"sources[{idx}]: name {ascii(name)[:200]} holds control characters")
+    where = f"sources[{idx}] ({name})"
     known = {"name", "path", "weight", "max_repetition", "rehydrate", "column", "cluster_column"}
     unknown = set(raw) - known - {"top_fraction", "score_column"}
     if unknown:

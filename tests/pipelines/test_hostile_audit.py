@@ -144,6 +144,10 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
      "--temperature"),
     ("mixture-seed-negative", "mixtures.build", ["{tmp}/mix.yaml", "--out", "{tmp}/out", "--quiet"],
      {"mix.yaml": _mix("{docs}", seed=-1)}, "seed"),
+    ("mixture-seq-len-huge", "mixtures.build", ["{tmp}/mix.yaml", "--out", "{tmp}/out", "--quiet"],
+     {"mix.yaml": _mix("{docs}", seq_len=10**12)}, "seq_len"),
+    ("mixture-source-name-escape-codes", "mixtures.build", ["{tmp}/mix.yaml", "--out", "{tmp}/out", "--quiet"],
+     {"mix.yaml": _mix("{docs}", sources=[{"name": "w\x1b[2J", "path": "{docs}", "weight": 1}])}, "control"),
     ("quality-lr-nan", "classifiers.train_quality", ["--positive", "{docs}", "--negative", "{docs}", "--out",
      "{tmp}/q.bin", "--lr", "nan"], {}, "--lr"),  # fmt: skip
     ("quality-threads-zero", "classifiers.train_quality", ["--positive", "{docs}", "--negative", "{docs}", "--out",
