@@ -100,10 +100,7 @@ def refuse_inside_live_folder(out: str | os.PathLike[str], what: str) -> None:
 def _held_by_this_process(fd: int) -> bool:
     """Whether the lock file records this process as its holder (flock would refuse this process's own
     second descriptor, so a run writing into its own folder must be told apart by pid)."""
-    try:
-        return json.loads(os.pread(fd, 4096, 0) or b"{}").get("pid") == os.getpid()
-    except (OSError, ValueError, AttributeError):
-        return False
+    return _holder_record(fd).get("pid") == os.getpid()
 
 
 def check_local_output(out: str | os.PathLike[str], command: str) -> None:
@@ -253,10 +250,19 @@ def _record_holder(fd: int, what: str, reading: bool) -> None:
     os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
 
 
+def _holder_record(fd: int) -> dict:
+    """The JSON object `_record_holder` wrote ({} when the file holds none or cannot be read)."""
+    try:
+        record = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def _read_holder(fd: int) -> tuple[str, str, bool]:
     """("pid N: command", what the holder is ("" if unrecorded), whether it reads) from the lock file."""
+    holder = _holder_record(fd)
     try:
-        holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
         named = f"pid {holder['pid']}: {holder['command']}"
         return named, str(holder.get("what", "")), bool(holder.get("reading"))
     except (ValueError, KeyError, TypeError, AttributeError):
