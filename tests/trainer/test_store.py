@@ -18,6 +18,7 @@ import torch
 
 from common.object_lock import ObjectLock
 from tests.support.cli import REPO
+from tests.support.holding_proxy import HoldingProxy
 from tests.support.processes import descendants, wait_gone
 from tests.support.s3_server import S3Server, free_port, s3, s3_server_session, subprocess_env  # noqa: F401
 from tests.support.trainer_inputs import read_jsonl, synthetic_run_inputs, torchrun
@@ -113,61 +114,31 @@ def _partial_steps(prefix: str) -> list[str]:
     return sorted(name for name, done in StoreCheckpoints(f"s3://{prefix}").steps().items() if not done)
 
 
-def _caught_mid_upload(prefix: str) -> list[str]:
-    """Checkpoints on the store without their manifest, newer than a committed one (a resume has a base)."""
-    steps = StoreCheckpoints(f"s3://{prefix}").steps()
-    committed = [name for name, done in steps.items() if done]
-    return sorted(n for n, done in steps.items() if not done and committed and n > min(committed))
-
-
-def _kill_mid_upload(server: S3Server, args: list[str], attempts: int = 3) -> list[str]:
-    """`_try_kill_mid_upload` until it lands inside an upload: on a busy machine the listing can miss every
-    upload window of a run, which then ends whole; its output is removed and the run started again."""
-    for _ in range(attempts - 1):
+def _kill_mid_upload(server: S3Server, args: list[str], committed_first: int = 2) -> list[str]:
+    """Start torchrun (2 ranks) against the store through a proxy that lets ``committed_first`` checkpoint
+    manifests through and holds the next one in flight: every rank's files of that checkpoint are on the store
+    (rank 0 writes the manifest after gathering every rank's digests), its commit never arrives. Then SIGKILL
+    the launcher and its ranks, at that point and no other. Returns the partial checkpoints."""
+    with HoldingProxy(server.port, rb"PUT /[^ ?]*/checksums\.json[ ?]", let_through=committed_first) as proxy:
+        env = subprocess_env(server, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", AWS_ENDPOINT_URL=proxy.endpoint)
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *args]
+        proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            return _try_kill_mid_upload(server, args)
-        except RunEndedFirst:
-            fsspec.filesystem("s3", skip_instance_cache=True).rm(f"{BUCKET}/train", recursive=True)
-    return _try_kill_mid_upload(server, args)
-
-
-class RunEndedFirst(AssertionError):
-    """The run ended before a checkpoint upload could be caught."""
-
-
-def _try_kill_mid_upload(server: S3Server, args: list[str]) -> list[str]:
-    """Start torchrun (2 ranks) on the store; when a checkpoint is on the store without its manifest (an
-    upload under way), freeze the ranks (SIGSTOP), look again once requests in flight have landed, and SIGKILL
-    the launcher and ranks if it is still partial (else let them go on). Returns the partial checkpoints."""
-    env = subprocess_env(server, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *args]
-    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    prefix = f"{BUCKET}/train/checkpoints"
-    try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RunEndedFirst("the run ended before a checkpoint upload could be caught")
-            if _caught_mid_upload(prefix):
-                ranks = descendants(proc.pid)
-                for pid in ranks:
-                    os.kill(pid, signal.SIGSTOP)
-                time.sleep(0.5)  # what was sent before the freeze lands
-                partial = _caught_mid_upload(prefix)
-                if partial:
-                    proc.send_signal(signal.SIGKILL)
-                    for pid in ranks:
-                        os.kill(pid, signal.SIGKILL)
-                    assert wait_gone(ranks) == set()
-                    return partial
-                for pid in ranks:
-                    os.kill(pid, signal.SIGCONT)
-            time.sleep(0.01)
-        raise AssertionError("no checkpoint upload caught in 240 s")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+            deadline = time.monotonic() + 240
+            while not proxy.held.wait(0.1):
+                assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before its manifest was held"
+                assert time.monotonic() < deadline, "no checkpoint manifest reached the proxy in 240 s"
+            ranks = descendants(proc.pid)
+            proc.send_signal(signal.SIGKILL)
+            for pid in ranks:
+                os.kill(pid, signal.SIGKILL)
+            assert wait_gone(ranks) == set()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+    assert len(proxy.matched) == committed_first + 1
+    return _partial_steps(f"{BUCKET}/train/checkpoints")
 
 
 @pytest.mark.e2e
@@ -175,8 +146,8 @@ def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(s
     """Two gloo ranks: killed while a checkpoint uploads, rerun with --resume as two nodes that share no disk:
     the uncommitted checkpoint is never loaded nor left behind, and the run ends with the losses and weights of
     an uninterrupted local run."""
-    # an epoch of ~50 steps, a checkpoint each: uploads enough for the kill to land inside one
-    shards, tok, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs", n_docs=200)
+    # an epoch of ~20 steps, a checkpoint each; the kill lands while step 3's manifest is in flight
+    shards, tok, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs", n_docs=80)
     scratch = tmp_path / "scratch"
     torchrun(_args(str(shards), str(tok), str(tmp_path / "local"), scratch, "--checkpoint-every", "2"))
     straight = {r["step"]: r["loss"] for r in read_jsonl(tmp_path / "local/metrics.jsonl") if "loss" in r}
@@ -184,8 +155,8 @@ def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(s
     partial = _kill_mid_upload(s3, _args(shards_url, tok_url, out, scratch, "--checkpoint-every", "1"))
     prefix = f"{BUCKET}/train/checkpoints"
     committed = StoreCheckpoints(f"s3://{prefix}").committed()
-    print(f"killed mid-upload: partial {partial}, committed {committed}")
-    assert set(partial) <= set(_partial_steps(prefix)), "a killed upload leaves its partial checkpoint uncommitted"
+    assert partial == ["step_000000003"], "a killed upload leaves its partial checkpoint uncommitted"
+    assert committed == ["step_000000001", "step_000000002"]
     fs = fsspec.filesystem("s3", skip_instance_cache=True)
     for name in committed:  # every checkpoint a reader would take is whole: its manifest lists what is there
         listed = json.loads(fs.cat_file(f"{prefix}/{name}/{'checksums.json'}"))["files"]
@@ -218,7 +189,7 @@ def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(s
     assert _partial_steps(prefix) == []  # the next save removed what the killed one left
     records = [json.loads(line) for line in fs.cat_file(f"{BUCKET}/train/metrics.jsonl").decode().splitlines()]
     losses = {r["step"]: r["loss"] for r in records if "loss" in r}
-    assert losses == straight and len(straight) >= 40
+    assert losses == straight and len(straight) >= 8
     from safetensors.torch import load
 
     ours = load(fs.cat_file(f"{BUCKET}/train/hf/model.safetensors"))
