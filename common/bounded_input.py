@@ -181,16 +181,19 @@ def refuse_parquet_bomb(handle: BinaryIO, name: str, column: str, size: int, flo
 
 
 # pyarrow names LZ4_RAW "LZ4"; a Hadoop-framed LZ4 page does not decode as a raw block and is counted exactly
-def decoded_dictionary_bytes(handle: BinaryIO, column: str, groups: list[int], stop_above: int) -> int:
+def decoded_dictionary_bytes(
+    handle: BinaryIO, column: str, groups: list[int], stop_above: int, per_value: int = 8
+) -> int:
     """The bytes `column` of row `groups` decodes to, counted by dictionary indices without expanding them
-    (stops once past `stop_above`): exact, but pyarrow hashes every plain value into a dictionary on the way."""
+    (stops once past `stop_above`): exact, but pyarrow hashes every plain value into a dictionary on the way.
+    `per_value`: bytes counted per value beside its own (an Arrow string's offset; 0: the text alone)."""
     import pyarrow.parquet as pq
 
     handle.seek(0)
     parquet = pq.ParquetFile(handle, read_dictionary=[column])
     total = 0
     for batch in parquet.iter_batches(batch_size=1024, row_groups=groups, columns=[column]):
-        total += _decoded_bytes(batch.column(0))
+        total += _decoded_bytes(batch.column(0), per_value)
         if total > stop_above:
             break
     return total
@@ -334,15 +337,16 @@ def _is_text(kind: pa.DataType) -> bool:
     )
 
 
-def _decoded_bytes(column: pa.Array) -> int:
-    """The bytes `column` takes once decoded: a dictionary column's values are counted per row, unexpanded."""
+def _decoded_bytes(column: pa.Array, per_value: int = 8) -> int:
+    """The bytes `column` takes once decoded: a dictionary column's values are counted per row, unexpanded
+    (each with `per_value` bytes of offset)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if not pa.types.is_dictionary(column.type):
         return column.nbytes
     lengths = pc.binary_length(column.dictionary)
-    return int(pc.sum(pc.take(lengths, column.indices)).as_py() or 0) + 8 * len(column)
+    return int(pc.sum(pc.take(lengths, column.indices)).as_py() or 0) + per_value * len(column)
 
 
 def _decoded(column: pa.Array) -> pa.Array:
