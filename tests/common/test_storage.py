@@ -18,6 +18,7 @@ from common.atomic import atomic_open, atomic_write_text
 from common.lock import FolderLock, FolderLocked, FolderUnavailable
 from common.object_lock import STALE_AFTER_S, ObjectLock, acquire_output_lock, acquire_read_lock, break_lock, main
 from common.storage import StorageError, as_path, check_store, is_remote, join
+from common.transfer import download_folder
 from tests.support.s3_server import FOREIGN, clear_clients, free_port, s3, s3_server_session  # noqa: F401
 
 
@@ -124,7 +125,7 @@ def test_heartbeat_rewrites_the_lock(s3) -> None:  # noqa: F811
     lock.release()
 
 
-def test_a_read_lease_refuses_writers_naming_the_reader(s3) -> None:  # noqa: F811
+def test_a_read_lease_refuses_writers_naming_the_reader(s3, tmp_path: Path) -> None:  # noqa: F811
     """The store's twin of the local read lock: a training run's lease on its --shards makes a writer's lock
     on them (an --overwrite) refused in one line naming the reader; a reader is refused while a writer holds."""
     mix = f"{s3.make_bucket('leased')}/mix"
@@ -139,6 +140,7 @@ def test_a_read_lease_refuses_writers_naming_the_reader(s3) -> None:  # noqa: F8
     message = str(refused.value)
     assert "\n" not in message and "being read by a training run" in message and f"pid {os.getpid()}" in message
     assert not fs.exists("leased/mix/.lock")  # the refused writer took its lock object back
+    assert download_folder(mix, tmp_path / "copy") == ["manifest.json"]  # who reads it is not its data
     first.release()
     with pytest.raises(FolderLocked, match="being read by a training run"):
         acquire_output_lock(mix, "mixture build")
