@@ -11,7 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from common.lock import LOCK_NAME
+from common.object_lock import READERS
 from common.storage import filesystem
+
+
+def _lock_object(rel: str) -> bool:
+    """A folder's lock or a reader's lease (common/object_lock.py): who uses the folder, not its data."""
+    parts = rel.split("/")
+    return parts[-1] == LOCK_NAME or READERS in parts[:-1]
 
 
 def download_folder(url: str, local: Path) -> list[str]:
@@ -19,7 +26,7 @@ def download_folder(url: str, local: Path) -> list[str]:
     is a FileNotFoundError naming the URL."""
     fs, key = filesystem(url)
     key = key.rstrip("/")
-    found = [name for name in fs.find(key) if name != key]
+    found = [name for name in fs.find(key) if name != key and not _lock_object(name[len(key) + 1 :])]
     if not found:
         raise FileNotFoundError(f"{url}: no such folder on the store (nothing under it)")
     rel = [name[len(key) + 1 :] for name in found]

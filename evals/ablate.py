@@ -54,7 +54,7 @@ import yaml
 
 from common import strict_yaml
 from common.atomic import atomic_write_text
-from common.bounded_input import open_regular
+from common.bounded_input import MAX_DATA_BYTES, decoded_dictionary_bytes, open_regular, read_bounded
 from common.cli import one_line
 from common.lock import FolderLock, FolderUnavailable, check_apart
 from common.names import UnsafeName, checked_name
@@ -150,6 +150,9 @@ def _check_counts(raw: dict, path: Path) -> None:
         value = raw.get(key, 1)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SpecError(f"{path}: `{key}` must be a whole number >= 1, got {value!r}"[:300])
+    repetition = raw.get("max_repetition", 1.0)
+    if isinstance(repetition, bool) or not isinstance(repetition, (int, float)) or not repetition > 0:
+        raise SpecError(f"{path}: `max_repetition` must be a number > 0, got {repetition!r}"[:300])
     seeds = raw.get("seeds", [0])
     whole = all(isinstance(s, int) and not isinstance(s, bool) for s in seeds) if isinstance(seeds, list) else False
     if not seeds or not whole:
@@ -193,10 +196,60 @@ def check_inputs(spec: AblationSpec, out: Path) -> None:
     for name, path in spec.tasks.items():
         if not (os.path.isfile(path) or os.path.isdir(path)):
             raise SpecError(f"task {name}: {path} is not a file or a suite folder")
+    check_budget(spec)
     t = spec.train
     batch = spec.seq_len * t.get("micro_batch", 8) * t.get("grad_accum", 1) * t.get("nproc", 1)
     if spec.tokens < batch:
         raise SpecError(f"{spec.tokens} tokens do not fill one global batch ({batch} tokens)")
+
+
+SEPARATOR_SLACK = 2  # tokens of a document beyond one per byte: the separator its mixture appends, a prefix space
+
+
+def check_budget(spec: AblationSpec) -> None:
+    """Refuse a token budget no dataset can supply, before any work (it failed in mixtures.build, after the
+    tokenizer was trained): a token of a tokenizer without a normalizer covers at least one byte of UTF-8
+    text, so B bytes in D documents give at most B + SEPARATOR_SLACK x D tokens, which a mixture takes at
+    most `max_repetition` times. The bytes are counted from the parquet dictionary indices, so a bomb is
+    not expanded, and only until the budget is within reach."""
+    if not _one_byte_per_token(spec):
+        return  # a normalizer may expand text (NFKC: one character to 18): no bound from the bytes alone
+    need = spec.tokens / spec.max_repetition
+    for d in spec.datasets:
+        text, documents = 0, 0
+        for file in dataset_files(d):
+            try:
+                with open_regular(file) as handle:
+                    meta = pq.ParquetFile(handle).metadata
+                    documents += meta.num_rows
+                    reach = need - text - SEPARATOR_SLACK * documents
+                    groups = list(range(meta.num_row_groups))
+                    text += decoded_dictionary_bytes(handle, "text", groups, int(reach), per_value=0)
+            except (OSError, pa.ArrowException) as err:
+                raise SpecError(f"dataset {d.name}: {file}: not a readable parquet file ({err})") from None
+            if text + SEPARATOR_SLACK * documents >= need:
+                break
+        else:
+            most = text + SEPARATOR_SLACK * documents
+            raise SpecError(
+                f"dataset {d.name}: `tokens` {spec.tokens:,} cannot be met: its {documents:,} documents hold at most "
+                f"{text:,} bytes of text, so at most {most:,} tokens (one byte or more per token, "
+                f"{SEPARATOR_SLACK} per document for separators) x max_repetition {spec.max_repetition:g}; "
+                "lower `tokens` or raise `max_repetition`"
+            )
+
+
+def _one_byte_per_token(spec: AblationSpec) -> bool:
+    """Whether every token covers at least one byte of the documents' text: the project's byte-level BPE
+    (trained when `tokenizer` is not given), or a given tokenizer.json without a normalizer."""
+    if not spec.tokenizer:
+        return True
+    tok = Path(spec.tokenizer)
+    try:
+        config = json.loads(read_bounded(tok / "tokenizer.json" if tok.is_dir() else tok, MAX_DATA_BYTES))
+    except (OSError, ValueError):
+        return False  # the steps that read it say what is wrong with it, in their words
+    return isinstance(config, dict) and config.get("normalizer") is None
 
 
 def run_step(args: list[str], log: Path) -> None:

@@ -4,7 +4,7 @@ naming the holder) instead of interleaving its checkpoints and metrics with the 
 
 The run also holds a read lock on its `--shards` folder, so that a `mixtures.build --overwrite` of the
 mixture it trains on is refused (it deleted the shards under a running job) and a run does not start
-on a mixture that is being rebuilt."""
+on a mixture that is being rebuilt; on an object store, a read lease plays that part (trainer/store.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def lock_output(out: Path, info: DistInfo) -> FolderLock | None:
 
 def lock_shards(shards: str, info: DistInfo) -> FolderReadLock | None:
     """Rank 0 takes a read lock on the local `shards` folder (kept until released); collective.
-    A mixture on an object store has no such lock (its objects are immutable once the manifest is written)."""
+    A mixture on an object store is leased by `trainer.store.staged` before it is copied to the scratch."""
     if is_remote(shards):
         return None
 

@@ -6,6 +6,8 @@ between the store and a node-local scratch folder (``--scratch``, default the sy
 nodes need a shared disk:
 
 - inputs: on each node, local rank 0 downloads the mixture folder and the tokenizer into the scratch once;
+  rank 0 holds a read lease on the mixture's URL for the whole run (common/object_lock.py), so a writer
+  that would replace it (an ``--overwrite``) is refused, naming the run;
 - checkpoints: DCP writes into the scratch as usual, then every rank uploads the ``.distcp`` files it wrote,
   rank 0 the metadata and trainer state, and rank 0 writes ``checksums.json`` last, with the digests gathered
   from every rank. That object is the commit: an object store has no rename, so a checkpoint whose manifest
@@ -32,7 +34,7 @@ from typing import Any
 import torch.distributed as dist
 from torch import nn
 
-from common.object_lock import acquire_output_lock
+from common.object_lock import acquire_output_lock, acquire_read_lock
 from common.storage import check_store, filesystem, is_remote, join
 from common.transfer import download_folder, download_input, upload_files, upload_folder
 from mixtures.manifest import sha256_file
@@ -255,11 +257,13 @@ def staged(cfg: TrainConfig, info: DistInfo) -> Iterator[tuple[TrainConfig, Stor
         what = "--" + name.replace("_", "-")
         rank0_verdict(lambda url=url, what=what: check_store(url, what), ValueError)
     scratch = _scratch_folder(cfg)
-    lock = None
+    lock = reading = None
     if "out" in urls:
         rank0_verdict(lambda: check_store_output(urls["out"], cfg.resume, cfg.overwrite), OutputInUse)
         lock = rank0_verdict(lambda: acquire_output_lock(urls["out"], "training run"), ValueError)
     try:
+        if "shards" in urls:  # a lease for the whole run: no writer replaces the mixture it reads and resumes from
+            reading = rank0_verdict(lambda: acquire_read_lock(urls["shards"], "training run"), ValueError)
         fetched: dict[str, str] = {}  # input -> its copy's path inside the scratch (a file or a folder)
 
         def fetch() -> None:
@@ -286,6 +290,8 @@ def staged(cfg: TrainConfig, info: DistInfo) -> Iterator[tuple[TrainConfig, Stor
         _barrier()
         if info.local_rank == 0:
             shutil.rmtree(scratch, ignore_errors=True)
+        if reading is not None:
+            reading.release()
         if lock is not None:
             lock.release()
 

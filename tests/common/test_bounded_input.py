@@ -22,6 +22,7 @@ from filters.eval_sets import EvalSetError, load_eval_set
 from pipelines.sources import SourceError, resolve_paths
 from tests.pipelines.test_containment import _refused
 from tests.support.cli import REPO
+from tests.support.counting_file import CountingFile
 
 SAMPLE = REPO / "pipelines" / "sample" / "sample.warc.gz"
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -149,6 +150,38 @@ def test_a_parquet_bomb_stops_at_the_decoded_cap(tmp_path: Path, kind: str) -> N
     expected = "a" * (1 << 20) if kind == "pages" else "the cat " * 8192
     assert bounded_input.read_parquet_bounded(small, limit=16 << 20).to_pylist() == [{"text": expected}] * 3
     assert pq.read_table(small).to_pylist() == [{"text": expected}] * 3
+
+
+@pytest.mark.parametrize("codec", ["none", "snappy", "gzip", "zstd", "brotli", "lz4"])
+def test_the_parquet_bomb_check_reads_footers_and_dictionary_pages_only(tmp_path: Path, codec: str) -> None:
+    """On an ordinary documents file the check reads its footer and dictionary pages, not its documents (it
+    read and hashed the whole column, ~4x a plain read, in tokenizer.train and mixtures.build), and its
+    bound is at least what the column decodes to: repeated texts (dictionary pages), unique ones (the writer
+    falls back to plain pages), nulls, empty texts, data pages v1 and v2."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    words = np.array(["alpha", "beta", "gamma", "delta", "épsilon", "ζήτα", "long" * 50])
+    docs = [" ".join(rng.choice(words, int(rng.integers(1, 60)))) for _ in range(12_000)]
+    docs += ["repeat me " * 30] * 3000 + [None] * 10 + [""] * 5
+    for version in ("1.0", "2.0"):
+        path = tmp_path / f"docs-{version}.parquet"
+        pq.write_table(pa.table({"id": range(len(docs)), "text": docs}), path, compression=codec,
+                       row_group_size=6000, data_page_version=version, dictionary_pagesize_limit=64 << 10)  # fmt: skip
+        size = path.stat().st_size
+        counting = CountingFile(path)
+        with counting:  # the writer's dictionary pages hold the first 1,024 texts of each row group
+            bounded_input.refuse_parquet_bomb(counting, str(path), "text", size, floor=0)
+        assert counting.read_bytes < size / 3, (counting.read_bytes, size)
+        meta = pq.ParquetFile(path).metadata
+        with path.open("rb") as handle:
+            bound = sum(
+                bounded_input._chunk_bound(handle, meta.row_group(g).column(1), 1 << 40)
+                for g in range(meta.num_row_groups)
+            )
+        batches = pq.ParquetFile(path, read_dictionary=["text"]).iter_batches(columns=["text"])
+        assert sum(bounded_input._decoded_bytes(b.column(0)) for b in batches) <= bound < 1 << 40
 
 
 def test_a_parquet_bomb_as_a_decontamination_eval_set_is_refused(tmp_path: Path) -> None:

@@ -16,8 +16,9 @@ import pytest
 
 from common.atomic import atomic_open, atomic_write_text
 from common.lock import FolderLock, FolderLocked, FolderUnavailable
-from common.object_lock import STALE_AFTER_S, ObjectLock, acquire_output_lock, break_lock
+from common.object_lock import STALE_AFTER_S, ObjectLock, acquire_output_lock, acquire_read_lock, break_lock, main
 from common.storage import StorageError, as_path, check_store, is_remote, join
+from common.transfer import download_folder
 from tests.support.s3_server import FOREIGN, clear_clients, free_port, s3, s3_server_session  # noqa: F401
 
 
@@ -124,6 +125,53 @@ def test_heartbeat_rewrites_the_lock(s3) -> None:  # noqa: F811
     lock.release()
 
 
+def test_a_read_lease_refuses_writers_naming_the_reader(s3, tmp_path: Path) -> None:  # noqa: F811
+    """The store's twin of the local read lock: a training run's lease on its --shards makes a writer's lock
+    on them (an --overwrite) refused in one line naming the reader; a reader is refused while a writer holds."""
+    mix = f"{s3.make_bucket('leased')}/mix"
+    fs = fsspec.filesystem("s3")
+    fs.pipe_file("leased/mix/manifest.json", b"{}")
+    first, second = acquire_read_lock(mix, "training run"), acquire_read_lock(mix, "training run")
+    assert first is not None and second is not None  # two runs may train on one mixture
+    lease = json.loads(fs.cat(first.key))
+    assert first.key.startswith("leased/mix/.readers/") and {"host", "pid", "command", "heartbeat_at"} <= set(lease)
+    with pytest.raises(FolderLocked) as refused:
+        acquire_output_lock(mix, "mixture build")
+    message = str(refused.value)
+    assert "\n" not in message and "being read by a training run" in message and f"pid {os.getpid()}" in message
+    assert not fs.exists("leased/mix/.lock")  # the refused writer took its lock object back
+    assert download_folder(mix, tmp_path / "copy") == ["manifest.json"]  # who reads it is not its data
+    first.release()
+    with pytest.raises(FolderLocked, match="being read by a training run"):
+        acquire_output_lock(mix, "mixture build")
+    second.release()
+    assert fs.find("leased/mix") == ["leased/mix/manifest.json"]  # the leases went with their readers
+    with ObjectLock(mix, "mixture build"):
+        with pytest.raises(FolderLocked, match=r"being written by a mixture build \(.* pid \d+"):
+            acquire_read_lock(mix, "training run")
+    assert fs.find("leased/mix") == ["leased/mix/manifest.json"]
+
+
+def test_a_stale_read_lease_is_reported_with_its_age_and_can_be_broken(s3, capsys) -> None:  # noqa: F811
+    mix = f"{s3.make_bucket('stale-lease')}/mix"
+    fs = fsspec.filesystem("s3")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead_here = {"host": socket.gethostname(), "pid": gone.pid, "command": "killed", "heartbeat_at": time.time()}
+    fs.pipe_file("stale-lease/mix/.readers/here.json", json.dumps(dead_here).encode())  # known dead: dropped
+    acquire_output_lock(mix).release()
+    assert not fs.exists("stale-lease/mix/.readers/here.json")
+    old = {"host": "node-7", "pid": 4242, "command": "python -m trainer.fsdp_train", "what": "training run",
+           "heartbeat_at": time.time() - STALE_AFTER_S - 60}  # fmt: skip
+    fs.pipe_file("stale-lease/mix/.readers/old.json", json.dumps(old).encode())
+    pattern = r"stale read lease \(node-7 pid 4242.*last heartbeat 3\d\d s ago.*--break s3://stale-lease/mix"
+    with pytest.raises(FolderLocked, match=pattern):
+        acquire_output_lock(mix)
+    assert main(["--break", mix]) == 0
+    assert "broke 1 lock object(s) of s3://stale-lease/mix" in capsys.readouterr().out
+    acquire_output_lock(mix).release()
+
+
 def test_read_only_bucket_is_one_line(s3) -> None:  # noqa: F811
     import boto3
 
@@ -133,6 +181,7 @@ def test_read_only_bucket_is_one_line(s3) -> None:  # noqa: F811
     boto3.client("s3", endpoint_url=s3.endpoint).put_bucket_policy(Bucket="readonly", Policy=json.dumps(policy))
     with pytest.raises(FolderUnavailable, match="s3://readonly/run: cannot write there"):
         acquire_output_lock("s3://readonly/run")
+    assert acquire_read_lock("s3://readonly/mix", "training run") is None  # read on, unleased (as a local reader)
 
 
 def test_local_paths_keep_the_flock(tmp_path: Path) -> None:

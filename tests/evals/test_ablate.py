@@ -110,6 +110,34 @@ def test_bad_specs_are_refused(tmp_path) -> None:
         load_spec(tmp_path / "s.yaml")
 
 
+def test_a_budget_beyond_the_datasets_bytes_is_refused_before_any_work(tmp_path) -> None:
+    """A byte-level token covers a byte or more: 20 documents of 140 UTF-8 bytes (2,800, 12 characters of
+    14 bytes each) give at most 2,800 + 2 x 20 tokens per pass; `tokens` beyond that x max_repetition
+    failed only in mixtures.build, after a tokenizer was trained."""
+    from evals.ablate import AblationSpec, Dataset, check_budget
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    pq.write_table(pa.table({"text": ["héllo wörld " * 10] * 20}), docs / "a.parquet")
+
+    def spec(tokens: int, repetition: float = 1.0, tokenizer: str | None = None) -> AblationSpec:
+        return AblationSpec([Dataset("a", str(docs))], tokens, {}, tokenizer=tokenizer, max_repetition=repetition)
+
+    check_budget(spec(2840))
+    check_budget(spec(5680, repetition=2))
+    with pytest.raises(SpecError, match=r"dataset a: `tokens` 2,841 cannot be met: .* 2,800 bytes .* 2,840 tokens"):
+        check_budget(spec(2841))
+    with pytest.raises(SpecError, match=r"max_repetition 2;"):
+        check_budget(spec(5681, repetition=2))
+    normalizing = tmp_path / "nfkc.json"  # a normalizer may expand text: no bound from the bytes
+    normalizing.write_text(json.dumps({"normalizer": {"type": "NFKC"}, "model": {}}))
+    check_budget(spec(10**9, tokenizer=str(normalizing)))
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"datasets": [{"name": "a", "path": "docs"}], "tokens": 1,
+                                                     "tasks": {}, "max_repetition": 0}))  # fmt: skip
+    with pytest.raises(SpecError, match="`max_repetition` must be a number > 0"):
+        load_spec(tmp_path / "s.yaml")
+
+
 def test_limit_takes_a_spread_subset_of_each_task_file(tmp_path) -> None:
     """BLiMP's first N pairs are one paradigm's: `limit` takes N rows spread over the whole file instead."""
     from evals.ablate import AblationSpec, Dataset, task_files

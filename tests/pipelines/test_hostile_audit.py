@@ -161,6 +161,8 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
      {"spec.yaml": _ablation("{docs}", tasks={"../x": "{tmp}/mc.jsonl"}), "mc.jsonl": MC_LINE}, "tasks name"),
     ("ablate-tokens-below-one-batch", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
      {"spec.yaml": _ablation("{docs}", tokens=100)}, "global batch"),
+    ("ablate-tokens-beyond-the-datasets", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
+     {"spec.yaml": _ablation("{docs}", tokens=10**9, max_repetition=4)}, "cannot be met"),
     ("lid-eval-out-folder-missing", "classifiers.lid_eval", ["--data", "{tmp}/s.jsonl", "--out", "{tmp}/no/l.json"],
      {"s.jsonl": '{"text": "hello", "lang": "en"}\n'}, "--out"),
 ]

@@ -16,7 +16,7 @@ import fsspec
 import pytest
 import torch
 
-from common.object_lock import ObjectLock
+from common.object_lock import ObjectLock, acquire_read_lock
 from tests.support.cli import REPO
 from tests.support.holding_proxy import HoldingProxy
 from tests.support.processes import descendants, wait_gone
@@ -80,6 +80,7 @@ def test_in_process_run_on_the_store_resumes_to_the_local_losses(
     logged = [json.loads(line)["step"] for line in fs.cat_file(f"{BUCKET}/train/metrics.jsonl").decode().splitlines()]
     assert [s for s in logged] == sorted(set(logged))  # each step once, after the resume
     assert list(scratch.iterdir()) == []  # the staging folder went with the run
+    assert not [p for p in _listing(f"{BUCKET}/mix") if "/.readers/" in p]  # and its read lease on the shards
     record = json.loads(fs.cat_file(f"{BUCKET}/train/run_config.json"))  # names the URLs, not scratch copies
     assert record["tokenizer"]["path"] == tok_url and record["train_config"]["shards"] == shards_url
     assert record["train_config"]["out"] == out
@@ -101,6 +102,18 @@ def test_store_outputs_and_inputs_are_checked_before_training(s3: S3Server, tmp_
         with pytest.raises(ValueError, match="training run"):
             train(_cfg(shards_url, tok_url, f"s3://{BUCKET}/busy", scratch))
     assert _listing(f"{BUCKET}/busy") == []  # its lock released, and nothing written by the refused run
+    mixture = _listing(f"{BUCKET}/mix")
+    with ObjectLock(shards_url, "mixture build"):  # the mixture is being rebuilt: no run starts on it
+        with pytest.raises(ValueError, match=r"s3://trainer-store/mix is being written by a mixture build \("):
+            train(_cfg(shards_url, tok_url, tmp_path / "local", scratch))
+    assert _listing(f"{BUCKET}/mix") == mixture  # the refused run's lease went with it
+    reader = acquire_read_lock(f"s3://{BUCKET}/old", "training run")  # a run trains on `old` as its --shards
+    try:
+        with pytest.raises(ValueError, match=r"s3://trainer-store/old is being read by a training run \(.* pid"):
+            train(_cfg(shards_url, tok_url, f"s3://{BUCKET}/old", scratch, overwrite=True))
+    finally:
+        reader.release()
+    assert _listing(f"{BUCKET}/old") == [f"{BUCKET}/old/metrics.jsonl"]  # --overwrite refused: nothing removed
     assert not (tmp_path / "local").exists()
 
 
