@@ -297,8 +297,17 @@ class _Compact:
             last = last + (b >> 4) if b >> 4 else self.varint_signed()
             yield last, b & 0x0F
 
-    def skip(self, kind: int) -> None:
-        if kind in (1, 2):  # booleans live in the type nibble
+    def count(self, count: int) -> int:
+        """A list's or map's element count, refused beyond the bytes left (every element takes >= 1 byte):
+        a planted count of 2**60 would otherwise loop for good."""
+        if count > len(self.data) - self.at:
+            raise ValueError("a count beyond the header")
+        return count
+
+    def skip(self, kind: int, in_container: bool = False) -> None:
+        if kind in (1, 2):  # a field's boolean lives in its type nibble; an element's takes a byte
+            if in_container:
+                self.byte()
             return
         if kind == 3:
             self.byte()
@@ -307,18 +316,18 @@ class _Compact:
         elif kind == 7:
             self.at += 8
         elif kind == 8:
-            self.at += self.varint()
+            self.at += self.count(self.varint())
         elif kind in (9, 10):
             head = self.byte()
-            count = head >> 4 if head >> 4 != 15 else self.varint()
+            count = self.count(head >> 4 if head >> 4 != 15 else self.varint())
             for _ in range(count):
-                self.skip(head & 0x0F)
+                self.skip(head & 0x0F, in_container=True)
         elif kind == 11:
-            count = self.varint()
+            count = self.count(self.varint())
             types = self.byte() if count else 0
             for _ in range(count):
-                self.skip(types >> 4)
-                self.skip(types & 0x0F)
+                self.skip(types >> 4, in_container=True)
+                self.skip(types & 0x0F, in_container=True)
         elif kind == 12:
             for _, inner in self.fields():
                 self.skip(inner)

@@ -248,3 +248,26 @@ def test_an_object_on_a_store_is_read_with_the_same_caps() -> None:
             bounded_input.read_bounded(root / "bomb.json.gz", 1024)
     finally:
         root.fs.rm(root.path, recursive=True)
+
+
+def test_a_planted_page_header_is_refused_or_read_never_looped_on() -> None:
+    """The page-header reader on hostile bytes: a list field of 2**60 booleans (each element a byte, so the count
+    outruns the header) is refused at once, and so is any garbage; a real header still reads."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    list_of_bools = bytes([0x19, 0xF1]) + (2**60).to_bytes(8, "little").replace(b"\x00", b"\x80") + b"\x01" * 8
+    with pytest.raises(ValueError):
+        bounded_input._dictionary_page_header(list_of_bools)
+    with pytest.raises(ValueError):  # a binary field whose length passes the header's end
+        bounded_input._dictionary_page_header(bytes([0x18]) + b"\xff\xff\xff\xff\x0f")
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.binary(max_size=256))
+    def never_more_than_a_value_error(data: bytes) -> None:
+        try:
+            bounded_input._dictionary_page_header(data)
+        except ValueError:
+            pass
+
+    never_more_than_a_value_error()
