@@ -36,15 +36,19 @@ class WindowIndex:
     def num_windows(self) -> int:
         return int(self.starts[-1])
 
-    def tokens(self, window_id: int) -> np.ndarray:
-        """The seq_len + 1 tokens of one window."""
+    def locate(self, window_id: int) -> tuple[int, int, int]:
+        """(file, first token, length) of one window."""
         k = int(np.searchsorted(self.starts, window_id, side="right")) - 1
         offset = (window_id - int(self.starts[k])) * self.window
-        return self.reader.window(self.files[k], offset, self.window)
+        return self.files[k], offset, self.window
+
+    def tokens(self, window_id: int) -> np.ndarray:
+        """The seq_len + 1 tokens of one window."""
+        return self.reader.window(*self.locate(window_id))
 
     def batch(self, window_ids: np.ndarray) -> torch.Tensor:
-        """(len(ids), seq_len + 1) int64 tensor."""
-        rows = np.stack([self.tokens(int(w)) for w in window_ids]).astype(np.int64)
+        """(len(ids), seq_len + 1) int64 tensor (its windows read together: one round of range reads on a store)."""
+        rows = np.stack(self.reader.windows([self.locate(int(w)) for w in window_ids])).astype(np.int64)
         return torch.from_numpy(rows)
 
 

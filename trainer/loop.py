@@ -308,6 +308,9 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
         else:
             hf_dir = export_live(engine.model, data.model_cfg, out / "hf", **tokenizer)
     metrics.close()
+    fetched = data.loader.index.reader.fetch_summary()  # a store's --shards: bytes and requests, this rank's
+    if fetched is not None:
+        log.info(fetched)
     if indices is not None:
         indices.close()
     if store is not None:

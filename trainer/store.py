@@ -1,11 +1,12 @@
 """The trainer on object storage: ``--shards``, ``--tokenizer`` and ``--out`` as fsspec URLs (``s3://...``).
 
-The ranks train from local files, exactly as on one machine (the same reader, epoch plan and DCP code, so a
-run resumed from the store gives the losses of an uninterrupted one bit for bit); this module moves files
-between the store and a node-local scratch folder (``--scratch``, default the system temp dir), so no two
+The ranks train as on one machine (the same windows, epoch plan and DCP code, so a run resumed from the
+store gives the losses of an uninterrupted one bit for bit); this module moves files between the store and
+a node-local scratch folder (``--scratch``, default the system temp dir), so no two
 nodes need a shared disk:
 
-- inputs: on each node, local rank 0 downloads the mixture folder and the tokenizer into the scratch once;
+- inputs: on each node, local rank 0 downloads the tokenizer and the mixture's manifest into the scratch once;
+  the ranks read the shards' windows by byte ranges through a bounded node cache (``trainer/shard_store.py``);
 - checkpoints: DCP writes into the scratch as usual, then every rank uploads the ``.distcp`` files it wrote,
   rank 0 the metadata and trainer state, and rank 0 writes ``checksums.json`` last, with the digests gathered
   from every rank. That object is the commit: an object store has no rename, so a checkpoint whose manifest
@@ -40,9 +41,11 @@ from trainer.checkpoint import Checkpointer
 from trainer.checkpoint_trust import CHECKSUMS
 from trainer.distributed import DistInfo, rank0_verdict
 from trainer.rerun import RUN_OUTPUTS, OutputInUse
+from trainer.shard_store import StoreSource, stage_store_shards
 from trainer.train_config import TrainConfig
 
 _STEP = re.compile(r"^step_(\d{9})$")
+SHARD_INPUTS = ("shards", "val_shards")  # read from the store by ranges, through the node's cache
 RECORDS = ("metrics.jsonl", "run_config.json")  # copied to the store after each checkpoint; fetched to resume
 HF_MARKER = "config.json"  # written last: readers (the chain) take it as the sign of a complete export
 
@@ -261,12 +264,17 @@ def staged(cfg: TrainConfig, info: DistInfo) -> Iterator[tuple[TrainConfig, Stor
         lock = rank0_verdict(lambda: acquire_output_lock(urls["out"], "training run"), ValueError)
     try:
         fetched: dict[str, str] = {}  # input -> its copy's path inside the scratch (a file or a folder)
+        shard_urls = [name for name in urls if name in SHARD_INPUTS]
+        block, cache = cfg.shard_block_kb << 10, cfg.shard_cache_mb << 20
 
         def fetch() -> None:
             shutil.rmtree(scratch, ignore_errors=True)  # the store is the truth: a previous staging is stale
             scratch.mkdir(parents=True)
             for name, url in urls.items():
-                if name != "out":
+                if name in SHARD_INPUTS:  # the manifest only: the shards are read by ranges (trainer/shard_store.py)
+                    stage_store_shards(url, scratch / name, StoreSource(url, block, cache // len(shard_urls)))
+                    fetched[name] = name
+                elif name != "out":
                     fetched[name] = str(download_input(url, scratch / name).relative_to(scratch))
             if "out" in urls and cfg.resume:  # the records the resumed run appends to
                 fetch_records(urls["out"], scratch / "out")
