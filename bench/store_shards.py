@@ -27,7 +27,7 @@ from bench.object_store import REPO, requests
 from tests.support.s3_server import S3Server, subprocess_env
 from tests.support.trainer_inputs import random_docs, word_tokenizer, write_shards
 
-FETCHED = re.compile(r"shards s3://\S+: ([\d.]+) MiB fetched in (\d+) range reads of (\d+) bytes")
+FETCHED = re.compile(r"shards s3://\S+: (\d+) bytes \S+ MiB\) fetched in (\d+) range reads of (\d+) bytes")
 VERIFIED = re.compile(r"; ([\d.]+) MiB streamed to verify")
 MODES = {  # name -> extra trainer flags
     "auto, cache < mixture": ["--shard-cache-mb", "1", "--no-verify-shards"],
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
                     found = FETCHED.search(text)
                     if found is None:
                         raise SystemExit(f"{mode}: no fetch summary in the trainer's output:\n{text[-2000:]}")
-                    mib, reads = float(found.group(1)), int(found.group(2))
+                    mib, reads = int(found.group(1)) / 2**20, int(found.group(2))
                     methods = ", ".join(f"{m} {n}" for m, n in sent.most_common())
                     verified = VERIFIED.search(text)
                     streamed = f"; + {verified.group(1)} MiB streamed by the check" if verified else ""

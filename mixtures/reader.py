@@ -64,6 +64,9 @@ class ShardReader:
         fetches what they need together)."""
         return [self.window(*request) for request in wanted]
 
+    def prefetch(self, wanted: list[tuple[int, int, int]]) -> None:
+        """Start reading these windows ahead (a reader of a store; a memory map pages them in when read)."""
+
     def fetch_summary(self) -> str | None:
         """What the reader fetched from a store (None: a local reader fetches nothing)."""
         return None

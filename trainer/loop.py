@@ -235,6 +235,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
 
     last_saved = loader.step if latest is not None else -1
     stop = cfg.max_steps if cfg.max_steps is not None else plan.steps
+    loader.last_step = stop
     # rank 0 only; tqdm turns itself off when stderr is not a terminal (logs, CI)
     bar = tqdm(total=stop, initial=loader.step, desc="training", unit="step", disable=None if info.is_main else True)
 

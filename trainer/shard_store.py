@@ -14,7 +14,8 @@ node fetched is read from the cache too). The block size (``--shard-block-kb``; 
 requests: one window per read fetches exactly the windows the run reads (an epoch reads each window once, so
 nothing is fetched twice), a larger block fewer requests for more bytes, which pays only when the cache keeps
 the blocks until their other windows are read, i.e. when the mixture fits in the cache. Auto: 1 MiB blocks
-when it fits, one window per read otherwise.
+when it fits, one window per read otherwise. ``trainer.data.EpochLoader`` asks for the next step's windows
+(``prefetch``) once it has read this step's: one background thread fetches them while this step trains.
 
 Objects on a store are immutable once the manifest is written (``mixtures.build`` writes it last), so the
 objects' sizes (one listing) are checked against the manifest always, their sha256 with ``--verify-shards``
@@ -29,6 +30,7 @@ import hashlib
 import json
 import os
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -96,6 +98,9 @@ class StoreShardReader(ShardReader):
         self.held_bytes = 0
         self.stats = FetchStats()
         self.block_tokens = 0  # set by the first read: a whole number of its windows
+        self._pool: ThreadPoolExecutor | None = None  # the prefetch's one thread
+        self._ahead: Future[dict[tuple[int, int], bytes]] | None = None
+        self._ready: dict[tuple[int, int], bytes] = {}  # the current step's blocks, fetched ahead
 
     @property
     def total_bytes(self) -> int:
@@ -153,34 +158,63 @@ class StoreShardReader(ShardReader):
         return self.windows([(file_idx, start, length)])[0]
 
     def windows(self, wanted: list[tuple[int, int, int]]) -> list[np.ndarray]:
-        """(file, start, length) -> tokens, as `ShardReader.window`; the blocks not in the cache fetched together."""
+        """(file, start, length) -> tokens, as `ShardReader.window`; the blocks neither fetched ahead
+        (`prefetch`) nor in the cache fetched together."""
         if not wanted:
             return []
-        step = self._block_tokens(wanted[0][2])
-        spans: list[tuple[int, int, int]] = []  # per window: file, clamped start and end
-        blocks: dict[tuple[int, int], bytes | None] = {}
-        for file_idx, start, length in wanted:
-            end = min(start + length, self.manifest.files[file_idx].tokens)
-            start = min(start, end)
-            spans.append((file_idx, start, end))
-            for b in _blocks(start, end, step):
-                blocks.setdefault((file_idx, b), None)
-        for block in blocks:
-            blocks[block] = self._cached(block)
-        missing = [block for block, data in blocks.items() if data is None]
-        self.stats.cache_hits += len(blocks) - len(missing)
-        if missing:
-            blocks.update(zip(missing, self._fetch(missing, step), strict=True))
-        dtype, size = self.manifest.numpy_dtype, self.manifest.token_size
+        ahead = self._settle()
+        spans, keys = self._spans(wanted)
+        blocks = self._load(keys, ahead)
+        step, dtype, size = self.block_tokens, self.manifest.numpy_dtype, self.manifest.token_size
         out = []
         for file_idx, start, end in spans:
             parts = []
             for b in _blocks(start, end, step):
                 data, base = blocks[(file_idx, b)], b * step
                 lo, hi = max(start, base) - base, min(end, base + step) - base
-                parts.append(np.frombuffer(data, dtype=dtype, count=hi - lo, offset=lo * size))  # type: ignore[arg-type]
+                parts.append(np.frombuffer(data, dtype=dtype, count=hi - lo, offset=lo * size))
             out.append(np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.empty(0, dtype))
         return out
+
+    def prefetch(self, wanted: list[tuple[int, int, int]]) -> None:
+        """Start fetching the blocks of `wanted` (the next step's windows) in a background thread, while this
+        step trains; the next `windows` call takes them (and waits for them if they are still on the way)."""
+        self._settle()  # a prefetch not read since: its blocks went to the cache (as far as it holds them)
+        self._ready = {}
+        if not wanted:
+            return
+        _, keys = self._spans(wanted)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-prefetch")
+        self._ahead = self._pool.submit(self._load, keys, {})
+
+    def _settle(self) -> dict[tuple[int, int], bytes]:
+        """The blocks fetched ahead for this step (kept for all its micro-batches; errors raised here), after
+        which no other thread touches the reader."""
+        if self._ahead is not None:
+            ahead, self._ahead = self._ahead, None
+            self._ready = ahead.result()
+        return self._ready
+
+    def _spans(self, wanted: list[tuple[int, int, int]]) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
+        """Per window its file and clamped [start, end) tokens; the (file, block) keys they lie in, once each."""
+        step = self._block_tokens(wanted[0][2])
+        spans, keys = [], {}
+        for file_idx, start, length in wanted:
+            end = min(start + length, self.manifest.files[file_idx].tokens)
+            start = min(start, end)
+            spans.append((file_idx, start, end))
+            keys.update(dict.fromkeys((file_idx, b) for b in _blocks(start, end, step)))
+        return spans, list(keys)
+
+    def _load(self, keys: list[tuple[int, int]], ahead: dict[tuple[int, int], bytes]) -> dict[tuple[int, int], bytes]:
+        """Each block from `ahead`, else the cache, else the store (the missing ones in one `_fetch`)."""
+        blocks = {key: ahead.get(key) or self._cached(key) for key in keys}
+        missing = [key for key, data in blocks.items() if data is None]
+        self.stats.cache_hits += sum(1 for key, data in blocks.items() if data is not None and key not in ahead)
+        if missing:
+            blocks.update(zip(missing, self._fetch(missing, self.block_tokens), strict=True))
+        return blocks  # type: ignore[return-value]
 
     def _name(self, block: tuple[int, int]) -> str:
         return f"{block[0]}-{self.block_tokens}-{block[1]}.blk"
@@ -236,9 +270,9 @@ class StoreShardReader(ShardReader):
     def fetch_summary(self) -> str | None:
         s = self.stats
         verified = f"; {s.verified_bytes / 2**20:.1f} MiB streamed to verify" if s.verified_bytes else ""
-        return (f"shards {self.source.url}: {s.bytes / 2**20:.2f} MiB fetched in {s.requests} range reads of "
-                f"{self.block_tokens * self.manifest.token_size} bytes, {s.cache_hits} blocks read from the node "
-                f"cache; mixture {self.total_bytes / 2**20:.2f} MiB{verified}")  # fmt: skip
+        return (f"shards {self.source.url}: {s.bytes} bytes ({s.bytes / 2**20:.3f} MiB) fetched in {s.requests} "
+                f"range reads of {self.block_tokens * self.manifest.token_size} bytes, {s.cache_hits} blocks read "
+                f"from the node cache; mixture {self.total_bytes / 2**20:.2f} MiB{verified}")  # fmt: skip
 
 
 def _blocks(start: int, end: int, step: int) -> range:

@@ -51,7 +51,8 @@ def _cfg(shards: Path | str, tok: Path | str, out: Path | str, scratch: Path, **
 
 def test_store_shards_are_read_by_ranges_through_a_bounded_cache(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
     """A store's mixture, staged as its manifest alone: the windows of a local copy, each fetched once by a
-    range read (one window per read: exactly the bytes read), the node's cache never past its budget; blocks
+    range read (one window per read: exactly the bytes read), the node's cache never past its budget, the next
+    step's windows fetched ahead; blocks
     of several windows fetch the mixture's bytes once; sizes that differ from the manifest are refused."""
     shards, _, shards_url, _ = _upload_inputs(s3, tmp_path / "inputs")
     local = WindowIndex(ShardReader(shards), seq_len=32)
@@ -71,6 +72,10 @@ def test_store_shards_are_read_by_ranges_through_a_bounded_cache(s3: S3Server, t
     assert reader.stats.requests == 5  # from the cache
     assert torch.equal(index.batch(np.array([5])), local.batch(np.array([5])))
     assert reader.stats.requests == 6  # dropped from the cache: fetched again
+    index.prefetch(np.array([10, 11, 12, 13]))  # the next step's, fetched in the background: 4 > the cache's 3
+    for part in ([10, 11], [12, 13]):  # its micro-batches
+        assert torch.equal(index.batch(np.array(part)), local.batch(np.array(part)))
+    assert reader.stats.requests == 10  # each once
     assert reader.windows([(0, 2300, 33)])[0].tolist() == ShardReader(shards).window(0, 2300, 33).tolist()  # tail
     # blocks of 4 windows and a cache that holds the mixture: every byte fetched once, in few reads
     whole = tmp_path / "whole"
