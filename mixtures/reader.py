@@ -67,6 +67,9 @@ class ShardReader:
     def prefetch(self, wanted: list[tuple[int, int, int]]) -> None:
         """Start reading these windows ahead (a reader of a store; a memory map pages them in when read)."""
 
+    def close(self) -> None:
+        """Stop what reads ahead (a reader of a store); the memory maps close with the reader."""
+
     def fetch_summary(self) -> str | None:
         """What the reader fetched from a store (None: a local reader fetches nothing)."""
         return None

@@ -167,6 +167,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
     if reading is not None:
         held.callback(reading.release)
     data = prepare_data(cfg, info)
+    held.callback(data.loader.index.reader.close)  # a store's reader: its fetch ahead over before the scratch goes
     if cfg.export_hf and data.model_cfg.moe_experts:
         moe_format(data.model_cfg)  # a MoE no transformers format routes like: refused before step 1
     if cfg.optim.muon_qk_clip:

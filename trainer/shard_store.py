@@ -188,6 +188,17 @@ class StoreShardReader(ShardReader):
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-prefetch")
         self._ahead = self._pool.submit(self._load, keys, {})
 
+    def close(self) -> None:
+        """Wait for a fetch ahead still on the way (the run ends, or fails): nothing writes into the cache once
+        the scratch is removed."""
+        if self._ahead is not None:
+            with contextlib.suppress(Exception):  # the run is over: what it would have read no longer matters
+                self._ahead.result()
+            self._ahead = None
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
     def _settle(self) -> dict[tuple[int, int], bytes]:
         """The blocks fetched ahead for this step (kept for all its micro-batches; errors raised here), after
         which no other thread touches the reader."""
