@@ -30,16 +30,19 @@ import hashlib
 import json
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from common.storage import filesystem
+from common.storage import filesystem, is_remote
 from mixtures.manifest import INDEX_ITEM_SIZE, MANIFEST_NAME, ManifestError
 from mixtures.reader import ShardReader
 
+SHARD_INPUTS = ("shards", "val_shards")  # the flags read from a store by ranges
 SOURCE_NAME = "store_source.json"  # beside the staged manifest: where the shard files are
 AUTO_BLOCK = 1 << 20  # bytes per read when the mixture fits in the cache
 _HASH_CHUNK = 8 << 20
@@ -52,6 +55,19 @@ class StoreSource:
     url: str
     block_bytes: int  # 0: auto (see the module docstring)
     cache_bytes: int  # this node's budget for the cache of this mixture (0: no cache)
+
+
+def shard_fetchers(cfg: Any) -> dict[str, Callable[[str, Path], tuple[Path, str]]]:
+    """How `trainer.store.staged` stages the run's --shards / --val-shards on a store: (URL, local folder) ->
+    (the staged folder, the URL), their manifest only; the node's cache split between them."""
+    names = [name for name in SHARD_INPUTS if is_remote(str(getattr(cfg, name, None) or ""))]
+    cache = (cfg.shard_cache_mb << 20) // max(1, len(names)) if names else 0
+
+    def stage(url: str, local: Path) -> tuple[Path, str]:
+        stage_store_shards(url, local, StoreSource(url, cfg.shard_block_kb << 10, cache))
+        return local, url
+
+    return dict.fromkeys(names, stage)
 
 
 def stage_store_shards(url: str, local: Path, source: StoreSource) -> None:

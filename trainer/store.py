@@ -41,11 +41,10 @@ from trainer.checkpoint import Checkpointer
 from trainer.checkpoint_trust import CHECKSUMS
 from trainer.distributed import DistInfo, rank0_verdict
 from trainer.rerun import RUN_OUTPUTS, OutputInUse
-from trainer.shard_store import StoreSource, stage_store_shards
+from trainer.shard_store import shard_fetchers
 from trainer.train_config import TrainConfig
 
 _STEP = re.compile(r"^step_(\d{9})$")
-SHARD_INPUTS = ("shards", "val_shards")  # read from the store by ranges, through the node's cache
 RECORDS = ("metrics.jsonl", "run_config.json")  # copied to the store after each checkpoint; fetched to resume
 HF_MARKER = "config.json"  # written last: readers (the chain) take it as the sign of a complete export
 
@@ -264,16 +263,14 @@ def staged(cfg: TrainConfig, info: DistInfo) -> Iterator[tuple[TrainConfig, Stor
         lock = rank0_verdict(lambda: acquire_output_lock(urls["out"], "training run"), ValueError)
     try:
         fetched: dict[str, str] = {}  # input -> its copy's path inside the scratch (a file or a folder)
-        shard_urls = [name for name in urls if name in SHARD_INPUTS]
-        block, cache = cfg.shard_block_kb << 10, cfg.shard_cache_mb << 20
+        fetchers = shard_fetchers(cfg)  # --shards / --val-shards: the manifest only (read by ranges)
 
         def fetch() -> None:
             shutil.rmtree(scratch, ignore_errors=True)  # the store is the truth: a previous staging is stale
             scratch.mkdir(parents=True)
             for name, url in urls.items():
-                if name in SHARD_INPUTS:  # the manifest only: the shards are read by ranges (trainer/shard_store.py)
-                    stage_store_shards(url, scratch / name, StoreSource(url, block, cache // len(shard_urls)))
-                    fetched[name] = name
+                if name in fetchers:
+                    fetched[name] = str(fetchers[name](url, scratch / name)[0].relative_to(scratch))
                 elif name != "out":
                     fetched[name] = str(download_input(url, scratch / name).relative_to(scratch))
             if "out" in urls and cfg.resume:  # the records the resumed run appends to
