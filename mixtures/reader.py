@@ -59,6 +59,21 @@ class ShardReader:
         """`length` tokens of one file starting at `start` (shorter only at the end of the file)."""
         return self.tokens(file_idx)[start : start + length]
 
+    def windows(self, wanted: list[tuple[int, int, int]]) -> list[np.ndarray]:
+        """`window(file, start, length)` of each request: a batch's windows at once (a reader of a store
+        fetches what they need together)."""
+        return [self.window(*request) for request in wanted]
+
+    def prefetch(self, wanted: list[tuple[int, int, int]]) -> None:
+        """Start reading these windows ahead (a reader of a store; a memory map pages them in when read)."""
+
+    def close(self) -> None:
+        """Stop what reads ahead (a reader of a store); the memory maps close with the reader."""
+
+    def fetch_summary(self) -> str | None:
+        """What the reader fetched from a store (None: a local reader fetches nothing)."""
+        return None
+
     def num_windows(self, file_idx: int, length: int) -> int:
         """How many non-overlapping windows of `length` tokens one file holds (datatrove uses seq_len+1)."""
         return self.manifest.files[file_idx].tokens // length

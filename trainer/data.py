@@ -36,15 +36,23 @@ class WindowIndex:
     def num_windows(self) -> int:
         return int(self.starts[-1])
 
-    def tokens(self, window_id: int) -> np.ndarray:
-        """The seq_len + 1 tokens of one window."""
+    def locate(self, window_id: int) -> tuple[int, int, int]:
+        """(file, first token, length) of one window."""
         k = int(np.searchsorted(self.starts, window_id, side="right")) - 1
         offset = (window_id - int(self.starts[k])) * self.window
-        return self.reader.window(self.files[k], offset, self.window)
+        return self.files[k], offset, self.window
+
+    def tokens(self, window_id: int) -> np.ndarray:
+        """The seq_len + 1 tokens of one window."""
+        return self.reader.window(*self.locate(window_id))
+
+    def prefetch(self, window_ids: np.ndarray) -> None:
+        """Start reading these windows ahead (on a store: while the current step trains)."""
+        self.reader.prefetch([self.locate(int(w)) for w in window_ids])
 
     def batch(self, window_ids: np.ndarray) -> torch.Tensor:
-        """(len(ids), seq_len + 1) int64 tensor."""
-        rows = np.stack([self.tokens(int(w)) for w in window_ids]).astype(np.int64)
+        """(len(ids), seq_len + 1) int64 tensor (its windows read together: one round of range reads on a store)."""
+        rows = np.stack(self.reader.windows([self.locate(int(w)) for w in window_ids])).astype(np.int64)
         return torch.from_numpy(rows)
 
 
@@ -98,6 +106,7 @@ class EpochLoader:
         self.index, self.plan, self.rank, self.seed = index, plan, rank, seed
         self.order = np.random.default_rng(seed).permutation(plan.num_windows)
         self.consumed = 0
+        self.last_step = plan.steps  # the run's last step (--max-steps): no step after it is read ahead
         log.info(plan.describe(index.tail_tokens))
 
     @property
@@ -119,6 +128,8 @@ class EpochLoader:
             for m in range(self.plan.grad_accum):
                 ids = self.window_ids(step, m)
                 micro.append((ids, self.index.batch(ids)))
+            if step + 1 < min(self.plan.steps, self.last_step):  # the next step's windows, read while this one trains
+                self.index.prefetch(np.concatenate([self.window_ids(step + 1, m) for m in range(self.plan.grad_accum)]))
             self.consumed += self.plan.global_batch
             yield micro
 

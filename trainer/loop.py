@@ -167,6 +167,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
     if reading is not None:
         held.callback(reading.release)
     data = prepare_data(cfg, info)
+    held.callback(data.loader.index.reader.close)  # a store's reader: its fetch ahead over before the scratch goes
     if cfg.export_hf and data.model_cfg.moe_experts:
         moe_format(data.model_cfg)  # a MoE no transformers format routes like: refused before step 1
     if cfg.optim.muon_qk_clip:
@@ -235,6 +236,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
 
     last_saved = loader.step if latest is not None else -1
     stop = cfg.max_steps if cfg.max_steps is not None else plan.steps
+    loader.last_step = stop
     # rank 0 only; tqdm turns itself off when stderr is not a terminal (logs, CI)
     bar = tqdm(total=stop, initial=loader.step, desc="training", unit="step", disable=None if info.is_main else True)
 
@@ -308,6 +310,9 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
         else:
             hf_dir = export_live(engine.model, data.model_cfg, out / "hf", **tokenizer)
     metrics.close()
+    fetched = data.loader.index.reader.fetch_summary()  # a store's --shards: bytes and requests, this rank's
+    if fetched is not None:
+        log.info(fetched)
     if indices is not None:
         indices.close()
     if store is not None:

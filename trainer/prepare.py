@@ -20,6 +20,7 @@ from trainer.config import ModelConfig
 from trainer.data import EpochLoader, EpochPlan, WindowIndex, validation_batches
 from trainer.distributed import DistInfo, rank0_verdict
 from trainer.model_spec import model_config
+from trainer.shard_store import StoreShardReader, store_source
 from trainer.train_config import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,13 @@ class PreparedData:
 
 
 def open_shards(path: Path, verify: bool) -> ShardReader:
-    """Rank 0 checksums the shards once; every rank then maps them without re-hashing."""
+    """Rank 0 checksums the shards once; every rank then maps them without re-hashing. A mixture on a store
+    (staged by `trainer.store`: its manifest only) is read by range reads (`trainer.shard_store`)."""
+    source = store_source(path)
+    if source is not None:
+        reader = StoreShardReader(path, source)
+        rank0_verdict(lambda: reader.check(verify), (ManifestError, OSError))
+        return reader
     if verify:
         rank0_verdict(lambda: read_manifest(path, verify=True), ManifestError)
     return ShardReader(path, verify=False)

@@ -1,11 +1,12 @@
 """The trainer on object storage: ``--shards``, ``--tokenizer`` and ``--out`` as fsspec URLs (``s3://...``).
 
-The ranks train from local files, exactly as on one machine (the same reader, epoch plan and DCP code, so a
-run resumed from the store gives the losses of an uninterrupted one bit for bit); this module moves files
-between the store and a node-local scratch folder (``--scratch``, default the system temp dir), so no two
+The ranks train as on one machine (the same windows, epoch plan and DCP code, so a run resumed from the
+store gives the losses of an uninterrupted one bit for bit); this module moves files between the store and
+a node-local scratch folder (``--scratch``, default the system temp dir), so no two
 nodes need a shared disk:
 
-- inputs: on each node, local rank 0 downloads the mixture folder and the tokenizer into the scratch once;
+- inputs: on each node, local rank 0 downloads the tokenizer and the mixture's manifest into the scratch once;
+  the ranks read the shards' windows by byte ranges through a bounded node cache (``trainer/shard_store.py``);
   rank 0 holds a read lease on the mixture's URL for the whole run (common/object_lock.py), so a writer
   that would replace it (an ``--overwrite``) is refused, naming the run;
 - checkpoints: DCP writes into the scratch as usual, then every rank uploads the ``.distcp`` files it wrote,
@@ -42,6 +43,7 @@ from trainer.checkpoint import Checkpointer
 from trainer.checkpoint_trust import CHECKSUMS
 from trainer.distributed import DistInfo, rank0_verdict
 from trainer.rerun import RUN_OUTPUTS, OutputInUse
+from trainer.shard_store import shard_fetchers
 from trainer.train_config import TrainConfig
 
 _STEP = re.compile(r"^step_(\d{9})$")
@@ -265,12 +267,15 @@ def staged(cfg: TrainConfig, info: DistInfo) -> Iterator[tuple[TrainConfig, Stor
         if "shards" in urls:  # a lease for the whole run: no writer replaces the mixture it reads and resumes from
             reading = rank0_verdict(lambda: acquire_read_lock(urls["shards"], "training run"), ValueError)
         fetched: dict[str, str] = {}  # input -> its copy's path inside the scratch (a file or a folder)
+        fetchers = shard_fetchers(cfg)  # --shards / --val-shards: the manifest only (read by ranges)
 
         def fetch() -> None:
             shutil.rmtree(scratch, ignore_errors=True)  # the store is the truth: a previous staging is stale
             scratch.mkdir(parents=True)
             for name, url in urls.items():
-                if name != "out":
+                if name in fetchers:
+                    fetched[name] = str(fetchers[name](url, scratch / name)[0].relative_to(scratch))
+                elif name != "out":
                     fetched[name] = str(download_input(url, scratch / name).relative_to(scratch))
             if "out" in urls and cfg.resume:  # the records the resumed run appends to
                 fetch_records(urls["out"], scratch / "out")

@@ -96,6 +96,8 @@ class TrainConfig:
     profile_steps: str | None = None  # "A:B": Chrome traces of steps A..B per rank (trainer.profiling)
     oom_snapshot: bool = False
     scratch: Path | None = None  # a node-local folder for the copies of URL inputs and outputs (trainer/store.py)
+    shard_cache_mb: int = 4096  # a store --shards: the node's cache of range reads (trainer/shard_store.py)
+    shard_block_kb: int = 0  # bytes per range read (0: auto)
     verify_shards: bool = True
     # How the ranks split the work (trainer/mesh.py): their product is the world size.
     dp_replicate: int = 1  # HSDP: model replicas (e.g. one per node), all-reduced
@@ -113,7 +115,7 @@ class TrainConfig:
 
         at_least = {"micro_batch": 1, "grad_accum": 1, "log_every": 1, "keep_checkpoints": 1, "vocab_multiple": 1,
                     "val_batches": 0, "val_holdout_files": 0, "eval_every": 0, "checkpoint_every": 0,
-                    "eval_batch_size": 1}  # fmt: skip
+                    "eval_batch_size": 1, "shard_cache_mb": 0, "shard_block_kb": 0}  # fmt: skip
         for name, low in at_least.items():
             if getattr(self, name) < low:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(self, name)}")
@@ -243,7 +245,12 @@ HELP: dict[str, str] = {
     "oom_snapshot": "CUDA: record allocator history; dump OUT/profile/oom_rankR.pickle when a step runs out of memory",
     "scratch": "node-local folder where URL --shards/--tokenizer/--out are staged (default: the system temp dir); "
     "removed at the end",
-    "verify_shards": "check every shard file's sha256 against the manifest before training",
+    "shard_cache_mb": "--shards/--val-shards on a store: each node keeps the blocks it reads in a cache of this "
+    "size in --scratch, least recently used dropped first (0: no cache); the node never holds the whole mixture",
+    "shard_block_kb": "--shards on a store: bytes per range read, rounded to whole windows (0: auto, 1024 when the "
+    "mixture fits in --shard-cache-mb, else one window: exactly the windows the run reads are fetched)",
+    "verify_shards": "check every shard file's sha256 against the manifest before training (--shards on a store: "
+    "rank 0 streams every file once; --no-verify-shards fetches only what the run reads, sizes still checked)",
     "dp_replicate": "HSDP: model replicas (e.g. one per node), all-reduced",
     "dp_shard": "FSDP shards per replica (-1: the ranks the other degrees leave)",
     "tp": "tensor + sequence parallel degree (within a node)",

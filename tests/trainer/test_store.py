@@ -13,17 +13,22 @@ import time
 from pathlib import Path
 
 import fsspec
+import numpy as np
 import pytest
 import torch
 
 from common.object_lock import ObjectLock, acquire_read_lock
+from mixtures.manifest import ManifestError
+from mixtures.reader import ShardReader
 from tests.support.cli import REPO
 from tests.support.holding_proxy import HoldingProxy
 from tests.support.processes import descendants, wait_gone
 from tests.support.s3_server import S3Server, free_port, s3, s3_server_session, subprocess_env  # noqa: F401
 from tests.support.trainer_inputs import read_jsonl, synthetic_run_inputs, torchrun
+from trainer.data import WindowIndex
 from trainer.fsdp_train import TrainConfig, train
 from trainer.optim import OptimConfig
+from trainer.shard_store import StoreShardReader, StoreSource, stage_store_shards, store_source
 from trainer.store import StoreCheckpoints
 
 BUCKET = "trainer-store"
@@ -40,8 +45,54 @@ def _upload_inputs(server: S3Server, root: Path, n_docs: int = 60) -> tuple[Path
 
 
 def _cfg(shards: Path | str, tok: Path | str, out: Path | str, scratch: Path, **kw: object) -> TrainConfig:
-    base = {"micro_batch": 4, "grad_accum": 2, "optim": OptimConfig(lr=3e-3), "log_every": 1, "checkpoint_every": 2}
+    base = {"micro_batch": 4, "grad_accum": 2, "optim": OptimConfig(lr=3e-3), "log_every": 1, "checkpoint_every": 2,
+            "val_holdout_files": 1, "val_batches": 2}  # fmt: skip
     return TrainConfig(shards=shards, tokenizer=tok, out=out, scratch=scratch, **{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_store_shards_are_read_by_ranges_through_a_bounded_cache(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
+    """A store's mixture, staged as its manifest alone: the windows of a local copy, each fetched once by a
+    range read (one window per read: exactly the bytes read), the node's cache never past its budget, the next
+    step's windows fetched ahead; blocks
+    of several windows fetch the mixture's bytes once; sizes that differ from the manifest are refused."""
+    shards, _, shards_url, _ = _upload_inputs(s3, tmp_path / "inputs")
+    local = WindowIndex(ShardReader(shards), seq_len=32)
+    window = 33 * 2  # bytes of a window: 33 uint16 tokens
+    staged = tmp_path / "staged"
+    stage_store_shards(shards_url, staged, StoreSource(shards_url, block_bytes=1, cache_bytes=3 * window))
+    assert sorted(p.name for p in staged.iterdir()) == ["manifest.json", "store_source.json"]
+    reader = StoreShardReader(staged, store_source(staged))  # type: ignore[arg-type]
+    reader.check(verify=True)
+    index = WindowIndex(reader, seq_len=32)
+    ids = np.array([5, 130, 7, 68, 69, 5])  # both files, a file's last window, one window twice
+    assert torch.equal(index.batch(ids), local.batch(ids))
+    assert (reader.stats.requests, reader.stats.bytes) == (5, 5 * window)  # the distinct windows, once each
+    cached = list((staged / "cache").iterdir())
+    assert len(cached) == 3 and sum(p.stat().st_size for p in cached) <= 3 * window  # the 3 most recent
+    assert torch.equal(index.batch(np.array([68, 69])), local.batch(np.array([68, 69])))
+    assert reader.stats.requests == 5  # from the cache
+    assert torch.equal(index.batch(np.array([5])), local.batch(np.array([5])))
+    assert reader.stats.requests == 6  # dropped from the cache: fetched again
+    index.prefetch(np.array([10, 11, 12, 13]))  # the next step's, fetched in the background: 4 > the cache's 3
+    for part in ([10, 11], [12, 13]):  # its micro-batches
+        assert torch.equal(index.batch(np.array(part)), local.batch(np.array(part)))
+    assert reader.stats.requests == 10  # each once
+    assert reader.windows([(0, 2300, 33)])[0].tolist() == ShardReader(shards).window(0, 2300, 33).tolist()  # tail
+    # blocks of 4 windows and a cache that holds the mixture: every byte fetched once, in few reads
+    whole = tmp_path / "whole"
+    stage_store_shards(shards_url, whole, StoreSource(shards_url, block_bytes=4 * window, cache_bytes=1 << 20))
+    reader = StoreShardReader(whole, store_source(whole))  # type: ignore[arg-type]
+    index = WindowIndex(reader, seq_len=32)
+    every = np.random.default_rng(0).permutation(index.num_windows)
+    for part in np.array_split(every, 10):
+        assert torch.equal(index.batch(part), local.batch(part))
+    assert reader.stats.requests == -(-69 // 4) + -(-66 // 4)  # each block once
+    assert reader.stats.bytes == reader.total_bytes == (2303 + 2202) * 2  # the file tails in the last blocks
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    name = reader.manifest.files[1].path
+    fs.pipe_file(f"{BUCKET}/mix/{name}", fs.cat_file(f"{BUCKET}/mix/{name}")[:-2])  # a truncated object
+    with pytest.raises(ManifestError, match=f"{name}: 4402 bytes on the store, the manifest says 4404"):
+        reader.check(verify=False)
 
 
 def _listing(prefix: str) -> list[str]:
@@ -57,18 +108,22 @@ def test_in_process_run_on_the_store_resumes_to_the_local_losses(
     tmp_path: Path,
     background: bool,
 ) -> None:
-    """One rank: the bucket's run, stopped and resumed from the bucket, is the local run bit for bit (with
+    """One rank: the bucket's run, stopped and resumed from the bucket, is the local run bit for bit, its shards
+    read by ranges (the last file held out for validation), with or without the node's cache (with
     --async-checkpoint: each checkpoint uploaded once its background write is committed)."""
     shards, tok, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs")
     scratch = tmp_path / "scratch"
     straight = train(_cfg(shards, tok, tmp_path / "local", scratch))
     out = f"s3://{BUCKET}/train"
-    first = train(_cfg(shards_url, tok_url, out, scratch, max_steps=3, async_checkpoint=background))
+    # read by ranges of 15 windows, no cache; the resumed run by the auto ranges (the mixture fits the cache)
+    first = train(_cfg(shards_url, tok_url, out, scratch, max_steps=3, async_checkpoint=background, shard_block_kb=1,
+                       shard_cache_mb=0))  # fmt: skip
     assert first.steps_done == 3
     committed = StoreCheckpoints(f"{out}/checkpoints").committed()
     assert committed == ["step_000000002", "step_000000003"]
     rest = train(_cfg(shards_url, tok_url, out, scratch, resume=True, async_checkpoint=background))
     assert first.losses + rest.losses == straight.losses
+    assert rest.val_losses == straight.val_losses and straight.val_losses  # the held-out file, from the store
     from safetensors.torch import load
 
     fs = fsspec.filesystem("s3", skip_instance_cache=True)
@@ -77,7 +132,8 @@ def test_in_process_run_on_the_store_resumes_to_the_local_losses(
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
     names = {Path(p).name for p in _listing(f"{BUCKET}/train") if "/checkpoints/" not in p}
     assert {"metrics.jsonl", "run_config.json", "config.json", "tokenizer.json"} <= names
-    logged = [json.loads(line)["step"] for line in fs.cat_file(f"{BUCKET}/train/metrics.jsonl").decode().splitlines()]
+    records = [json.loads(line) for line in fs.cat_file(f"{BUCKET}/train/metrics.jsonl").decode().splitlines()]
+    logged = [r["step"] for r in records if "loss" in r]
     assert [s for s in logged] == sorted(set(logged))  # each step once, after the resume
     assert list(scratch.iterdir()) == []  # the staging folder went with the run
     assert not [p for p in _listing(f"{BUCKET}/mix") if "/.readers/" in p]  # and its read lease on the shards
