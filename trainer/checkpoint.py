@@ -120,7 +120,7 @@ class Checkpointer:
 
     def after_commit(self, final: Path) -> None:
         """Collective, once `final` is committed (a background save: when it is waited for); the store's
-        checkpointer uploads it there."""
+        checkpointer uploads a synchronous save there (a background one: from its own upload thread)."""
 
     def _save_in_background(self, state: dict[str, Any], tmp: Path, final: Path, record: dict[str, Any]) -> None:
         if self._writer_group is None:  # collective, like every save: all ranks create it together
@@ -165,6 +165,10 @@ class Checkpointer:
             raise failed
         assert self._pending_final is not None
         self.after_commit(self._pending_final)
+
+    def fetch(self, path: Path) -> None:
+        """Collective: make checkpoint `path` (from `latest`) readable on this node before its trainer state is
+        read; a local one is; the store's checkpointer downloads it."""
 
     def load(
         self,

@@ -191,8 +191,7 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
     def save(step: int) -> None:
         saved = {**meta, "spike_guard": guard.state_dict()} if guard is not None else meta
         ckpt.save(step, engine.model, engine.optimizer, engine.scheduler, loader.state_dict(), saved)
-        if store is not None:
-            store.publish_records()
+        # with a store --out, the records up to `step` go with the checkpoint, before its commit (trainer/store.py)
 
     def load(path: Path) -> dict[str, Any]:
         state = ckpt.load(path, engine.model, engine.optimizer, engine.scheduler, loader.state_dict())

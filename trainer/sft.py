@@ -6,9 +6,13 @@
 
 `--base`: an exported HF folder, a trainer `--out` folder (its hf/, else its newest checkpoint) or a
 checkpoint `step_*` folder; its tokenizer must hold the chat tokens (`tokenizer.chat`). `--data`:
-JSONL(.gz) conversations (`trainer.sft_data`). The run is the pretraining engine's: the same FSDP2
-model (`trainer.engine.TrainEngine`), AdamW and schedule, spike guard, DCP checkpoints with exact
-`--resume`, `metrics.jsonl`, the HF export (plus `generation_config.json`, which stops at `<|end|>`).
+JSONL(.gz) conversations (`trainer.sft_data`). `--base`, `--data`, `--val-data`, `--tokenizer` and `--out`
+may be store URLs (`s3://...`), staged in a node-local `--scratch` as the pretraining run's are
+(`trainer/store.py`: of a trainer `--out` on the store only its hf/ or newest committed checkpoint is
+fetched; checkpoints are committed on the store by their manifest; the records and the export follow).
+The run is the pretraining engine's: the same FSDP2 model (`trainer.engine.TrainEngine`), AdamW and
+schedule, spike guard, DCP checkpoints with exact `--resume`, `metrics.jsonl`, the HF export (plus
+`generation_config.json`, which stops at `<|end|>`).
 
 The loss of a step is the mean over every response token of the global batch (all micro-batches and
 ranks), so packing, padding, accumulation and the rank count do not change it: each micro-batch adds
@@ -48,6 +52,8 @@ from torch import nn  # noqa: E402
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict  # noqa: E402
 
 from common.cli import USAGE_ERROR, one_line  # noqa: E402
+from common.storage import is_remote  # noqa: E402
+from common.transfer import download_input  # noqa: E402
 from trainer.checkpoint import TRAINER_STATE, Checkpointer  # noqa: E402
 from trainer.config import ModelConfig  # noqa: E402
 from trainer.distributed import DistInfo, all_reduce_mean, init_distributed, shutdown  # noqa: E402
@@ -64,6 +70,8 @@ from trainer.pipeline_parallel import clip_grad_norm  # noqa: E402
 from trainer.schedule import ScheduleKind  # noqa: E402
 from trainer.sft_data import ChatEncoder, Rows, SFTDataError, encode_rows, read_conversations, split_held_out  # noqa: E402
 from trainer.stability import SpikeConfig, SpikeGuard  # noqa: E402
+from trainer.store import StoreRun, fetch_model, on_each_node, scratch_folder, staged  # noqa: E402
+from trainer.train_config import path_or_url  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +106,7 @@ class SFTConfig:
     lora_rank: int = 0  # 0: full fine-tuning; else LoRA adapters of this rank on --lora-targets (trainer.lora)
     lora_alpha: float = 16.0
     lora_targets: str = "wq,wk,wv,wo"
+    scratch: Path | None = None  # a node-local folder for the copies of URL flags (trainer/store.py)
 
     def lora(self) -> LoRASpec | None:
         return LoRASpec.parse(self.lora_rank, self.lora_alpha, self.lora_targets) if self.lora_rank else None
@@ -118,7 +127,15 @@ class SFTConfig:
         if self.lora_rank < 0:
             raise ValueError(f"--lora-rank must be >= 0, got {self.lora_rank}")
         self.lora()  # a bad LoRA setting is refused now
-        check_writable(self.out)
+        if not is_remote(str(self.out)):
+            check_writable(self.out)
+
+    def urls(self) -> list[str]:
+        """The flags given as store URLs."""
+        return [name for name in (*SFT_INPUTS, "out") if is_remote(str(getattr(self, name)))]
+
+
+SFT_INPUTS = ("base", "data", "val_data", "tokenizer")  # the flags that may be URLs, besides --out
 
 
 @dataclass(frozen=True)
@@ -322,23 +339,68 @@ def write_generation_config(hf_dir: Path, encoder: ChatEncoder, bos_id: int | No
 def sft(cfg: SFTConfig) -> SFTResult:
     """Run (or resume) the fine-tuning; collective over the torchrun job, or one rank in-process."""
     cfg.check()
-    base = resolve_base(cfg.base, cfg.tokenizer)
-    seq_len = cfg.seq_len or base.model_cfg.max_seq_len
-    if seq_len > base.model_cfg.max_seq_len:
-        raise SFTDataError(f"--seq-len {seq_len} exceeds the base model's max_seq_len {base.model_cfg.max_seq_len}")
-    encoder, rows, val = _load_data(cfg, base, seq_len)  # bad data fails before any process group or write
+    if cfg.urls():
+        return _sft_on_store(cfg)
+    prepared = _prepare(cfg)  # bad data fails before any process group or write
     info = init_distributed(cfg.device)
     try:
         _setup_logging(info)
         with ExitStack() as held:
-            return _run(cfg, info, base, encoder, rows, val, held)
+            return _run(cfg, info, *prepared, held)
     finally:
         shutdown(info)
 
 
+def _prepare(cfg: SFTConfig) -> tuple[Base, ChatEncoder, Rows, Rows | None]:
+    """The base model, the chat encoder and the encoded rows (local files); bad input raises here."""
+    base = resolve_base(cfg.base, cfg.tokenizer)
+    seq_len = cfg.seq_len or base.model_cfg.max_seq_len
+    if seq_len > base.model_cfg.max_seq_len:
+        raise SFTDataError(f"--seq-len {seq_len} exceeds the base model's max_seq_len {base.model_cfg.max_seq_len}")
+    return (base, *_load_data(cfg, base, seq_len))
+
+
+def _sft_on_store(cfg: SFTConfig) -> SFTResult:
+    """URL flags: the stores are checked, --out locked, the inputs staged in each node's scratch (all before
+    any training), then the run is the local one, its checkpoints, records and export copied to the store."""
+    info = init_distributed(cfg.device)
+    try:
+        _setup_logging(info)
+        with (
+            staged(cfg, info, SFT_INPUTS, {"base": fetch_model}, "fine-tuning run") as (local, store),
+            ExitStack() as held,
+        ):
+            local = _stage_base_tokenizer(local, cfg, info)
+            return _run(local, info, *_prepare(local), held, store)
+    finally:
+        shutdown(info)
+
+
+def _stage_base_tokenizer(local: SFTConfig, cfg: SFTConfig, info: DistInfo) -> SFTConfig:
+    """A checkpoint base trained on a store names its tokenizer by URL (trainer_state.json): fetched into the
+    scratch too, unless --tokenizer is given. Collective."""
+    state = Path(local.base) / TRAINER_STATE
+    if local.tokenizer is not None or (Path(local.base) / "config.json").is_file() or not state.is_file():
+        return local
+    url = (json.loads(state.read_text()).get("tokenizer") or {}).get("path")
+    if not url or not is_remote(url):
+        return local
+    target = scratch_folder(cfg) / "base-tokenizer"
+    on_each_node(info, lambda: download_input(url, target))
+    return replace(local, tokenizer=target / Path(url).name)
+
+
 def _run(
-    cfg: SFTConfig, info: DistInfo, base: Base, encoder: ChatEncoder, rows: Rows, val: Rows | None, held: ExitStack
+    cfg: SFTConfig,
+    info: DistInfo,
+    base: Base,
+    encoder: ChatEncoder,
+    rows: Rows,
+    val: Rows | None,
+    held: ExitStack,
+    store: StoreRun | None = None,
 ) -> SFTResult:
+    """The run; with `store`, `cfg.out` is its local staging: checkpoints, records and export go to the store."""
     out = Path(cfg.out)
     eot = encoder.ids.eot
     run = SFTRun(cfg, info, base, rows, val, eot)
@@ -346,11 +408,15 @@ def _run(
     if lock is not None:
         held.callback(lock.release)
     engine, plan = run.engine, run.plan
-    ckpt = Checkpointer(out / "checkpoints", cfg.keep_checkpoints)
+    keep = cfg.keep_checkpoints
+    ckpt = Checkpointer(out / "checkpoints", keep) if store is None else store.checkpointer(keep)
     meta = _meta(cfg, base, plan, eot)
+    if store is not None:  # the record names the URLs, not the scratch copies
+        meta = {**store.name_origins(meta, "sft_config"), "base": store.url_of(meta["base"])}
     latest = ckpt.latest() if cfg.resume else None
     start = 0
     if latest is not None:
+        ckpt.fetch(latest)
         saved = json.loads((latest / TRAINER_STATE).read_text())
         if saved.get("sft_data") != plan.identity():
             raise SFTDataError(f"--resume {latest}: another data plan ({saved.get('sft_data')} vs {plan.identity()})")
@@ -404,6 +470,10 @@ def _run(
         save(stop)
     hf_dir = _export(run, base, encoder, out) if cfg.export_hf else None
     metrics.close()
+    if store is not None:
+        store.publish_records()
+        adapter = out / "adapter" if hf_dir is not None and run.lora is not None else None
+        store.publish_export(hf_dir, adapter)
     return SFTResult(stop, losses, val_losses, ckpt.latest(), hf_dir, rows.dropped_too_long)
 
 
@@ -443,11 +513,13 @@ def parse_args(argv: list[str] | None = None) -> SFTConfig:
             parser.add_argument("--schedule", choices=get_args(ScheduleKind), default=defaults.optim.schedule)
             parser.add_argument("--optimizer", choices=get_args(OptimizerKind), default=defaults.optim.optimizer)
         elif f.name in ("base", "data", "out"):
-            parser.add_argument(flag, type=Path, required=True)
+            parser.add_argument(flag, type=path_or_url, required=True)
         elif isinstance(getattr(defaults, f.name), bool):
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=getattr(defaults, f.name))
         elif f.name in ("tokenizer", "val_data"):
-            parser.add_argument(flag, type=Path)
+            parser.add_argument(flag, type=path_or_url)
+        elif f.name == "scratch":
+            parser.add_argument(flag, type=Path, help="node-local folder where URL flags are staged (default: temp)")
         else:  # int, float or str, as the default is
             default = getattr(defaults, f.name)
             parser.add_argument(flag, type=type(default) if default is not None else int, default=default)

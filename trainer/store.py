@@ -10,13 +10,17 @@ nodes need a shared disk:
   rank 0 holds a read lease on the mixture's URL for the whole run (common/object_lock.py), so a writer
   that would replace it (an ``--overwrite``) is refused, naming the run;
 - checkpoints: DCP writes into the scratch as usual, then every rank uploads the ``.distcp`` files it wrote,
-  rank 0 the metadata and trainer state, and rank 0 writes ``checksums.json`` last, with the digests gathered
-  from every rank. That object is the commit: an object store has no rename, so a checkpoint whose manifest
-  is absent (a save killed mid-upload) is not a checkpoint: never resumed from, removed by the next save;
+  rank 0 the metadata, trainer state and the run's records as they were at the save, and rank 0 writes
+  ``checksums.json`` last, with the digests gathered from every rank. That object is the commit: an object
+  store has no rename, so a checkpoint whose manifest is absent (a save killed mid-upload) is not a
+  checkpoint: never resumed from, removed by the next save. With ``--async-checkpoint`` the upload and the
+  commit run in a thread per rank behind DCP's background write, their collectives on a gloo group of their
+  own, so training goes on while they run; the next save, a load and the end of the run wait for them;
 - resume: the newest committed checkpoint is downloaded into each node's scratch and loaded (and verified
   against its manifest) as a local one;
-- ``metrics.jsonl`` and ``run_config.json`` go to the store after every checkpoint and at the end, the HF
-  export at the end (its ``config.json`` last: what readers take as "the export is complete").
+- ``metrics.jsonl`` and ``run_config.json`` go to the store with every checkpoint (before its commit, so a
+  committed checkpoint's records are on the store) and at the end, the HF export at the end (its
+  ``config.json`` last: what readers take as "the export is complete").
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch.distributed as dist
 from torch import nn
@@ -44,25 +49,27 @@ from trainer.checkpoint_trust import CHECKSUMS
 from trainer.distributed import DistInfo, rank0_verdict
 from trainer.rerun import RUN_OUTPUTS, OutputInUse
 from trainer.shard_store import shard_fetchers
-from trainer.train_config import TrainConfig
 
 _STEP = re.compile(r"^step_(\d{9})$")
 RECORDS = ("metrics.jsonl", "run_config.json")  # copied to the store after each checkpoint; fetched to resume
 HF_MARKER = "config.json"  # written last: readers (the chain) take it as the sign of a complete export
+PRETRAINING_INPUTS = ("shards", "tokenizer", "val_shards")
+Fetch = Callable[[str, Path], tuple[Path, str]]  # (URL, local folder) -> (the local copy, the URL it copies)
+Config = TypeVar("Config", bound=Any)  # a dataclass of flags with .out, .scratch and .resume (TrainConfig, SFTConfig)
 
 
-def _gather(value: Any) -> list[Any]:
+def _gather(value: Any, group: dist.ProcessGroup | None = None) -> list[Any]:
     """Every rank's `value`, in rank order (a one-rank run without a group: just this one)."""
     if not dist.is_initialized() or dist.get_world_size() == 1:
         return [value]
     values: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(values, value)
+    dist.all_gather_object(values, value, group=group)
     return values
 
 
-def _barrier() -> None:
+def _barrier(group: dist.ProcessGroup | None = None) -> None:
     if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.barrier()
+        dist.barrier(group=group)
 
 
 def on_each_node(info: DistInfo, work: Any) -> None:
@@ -111,39 +118,121 @@ class StoreCheckpoints:
             self.fs.rm(folder, recursive=True)
 
 
-class StoreCheckpointer(Checkpointer):
-    """A Checkpointer whose checkpoints are committed on the store; the local root is a per-node staging copy."""
+class UploadFailed(OSError):
+    """A rank could not upload its part of a checkpoint: the checkpoint is not committed on the store."""
 
-    def __init__(self, root: Path, keep: int, url: str, info: DistInfo, background: bool = False) -> None:
+
+class StoreCheckpointer(Checkpointer):
+    """A Checkpointer whose checkpoints are committed on the store; the local root is a per-node staging copy.
+
+    `records`: the run's local folder and URL; its RECORDS, read at each save, are uploaded with the
+    checkpoint, before its commit (rank 0)."""
+
+    def __init__(
+        self,
+        root: Path,
+        keep: int,
+        url: str,
+        info: DistInfo,
+        background: bool = False,
+        records: tuple[Path, str] | None = None,
+    ) -> None:
         super().__init__(root, keep, background)
-        self.store, self.info = StoreCheckpoints(url), info
+        self.store, self.info, self.records = StoreCheckpoints(url), info, records
+        self._records_at_save: dict[str, bytes] = {}
+        self._upload_group: dist.ProcessGroup | None = None  # the background uploads' collectives
+        self._uploader: ThreadPoolExecutor | None = None
+
+    def save(self, step: int, *args: Any, **kwargs: Any) -> Path:
+        """As Checkpointer.save; the run's records are read now (after the previous save is published), so the
+        ones committed with this checkpoint hold every step up to it."""
+        self.finish()
+        self._records_at_save = self._read_records()
+        return super().save(step, *args, **kwargs)
+
+    def _read_records(self) -> dict[str, bytes]:
+        if self.records is None or self.info.rank != 0:
+            return {}
+        local = self.records[0]
+        return {name: (local / name).read_bytes() for name in RECORDS if (local / name).is_file()}
 
     def after_commit(self, final: Path) -> None:
-        """DCP wrote `final` into the scratch (every rank its shards): upload and commit it on the store
-        (collective; with --async-checkpoint at the next save or the end of the run)."""
-        self.publish(final)
+        """A synchronous save: DCP wrote `final` into the scratch (every rank its shards); upload and commit it
+        on the store now (collective). A background save was published by its upload thread already."""
+        if not self.background:
+            self.publish(final, self._records_at_save)
 
-    def publish(self, final: Path) -> None:
+    def _save_in_background(self, state: dict[str, Any], tmp: Path, final: Path, record: dict[str, Any]) -> None:
+        """DCP's background write (and rank 0's local commit), then, in this rank's upload thread, the upload
+        and the commit on the store: the next save, a load or the end of the run waits for all of it."""
+        if self._upload_group is None:  # collective, like every save: all ranks create it together
+            self._upload_group = dist.new_group(backend="gloo")
+            self._uploader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-upload")
+        super()._save_in_background(state, tmp, final, record)
+        written, group, records = self._pending, self._upload_group, self._records_at_save
+        assert written is not None and self._uploader is not None
+
+        def upload() -> None:
+            failed = None
+            try:
+                written.result()  # rank 0: every rank's shards written and the folder renamed; others: their shards
+            except Exception as err:  # still meet the others' collectives: every rank then raises
+                failed = f"the checkpoint write failed on rank {self.info.rank}: {type(err).__name__}: {err}"
+            _barrier(group)  # rank 0's local commit is done before any rank lists the folder it renamed
+            self.publish(final, records, group, failed)
+
+        self._pending = self._uploader.submit(upload)
+
+    def publish(
+        self, final: Path, records: dict[str, bytes], group: dist.ProcessGroup | None = None, failed: str | None = None
+    ) -> None:
+        """Upload this rank's files of `final` (rank 0 also the metadata and the run's `records`), then rank 0
+        commits: `checksums.json` once every rank reported its upload complete, then prunes the older
+        checkpoints. Collective over `group`. A rank whose write (`failed`) or upload failed still joins the
+        collectives: every rank raises UploadFailed, and nothing is committed."""
         rank = self.info.rank
-        written = final if final.is_dir() else final.with_name(final.name + ".tmp")  # other nodes: never renamed
-        mine = {p.name: p for p in written.iterdir() if p.name.startswith(f"__{rank}_") and p.suffix == ".distcp"}
+        error = failed
+        mine: dict[str, Path] = {}
+        if error is None and rank == 0:
+            try:
+                for name in [n for n, done in self.store.steps().items() if not done or n == final.name]:
+                    self.store.remove(name)  # a save killed mid-upload, or this step saved again after a resume
+            except Exception as err:
+                error = f"rank 0 could not clear {self.store.url}: {type(err).__name__}: {err}"
+        _barrier(group)  # no rank uploads into a folder rank 0 is still removing
+        digests: dict[str, str] = {}
+        if error is None:
+            try:
+                mine = self._files(final)
+                upload_files(mine, join(self.store.url, final.name))
+                if records:
+                    fs, key = filesystem(self.records[1])  # type: ignore[index]
+                    fs.pipe({f"{key.rstrip('/')}/{name}": data for name, data in records.items()})
+                digests = {name: sha256_file(path) for name, path in mine.items()}
+            except Exception as err:
+                error = f"rank {rank} could not upload {final.name}: {type(err).__name__}: {err}"
+        everyone = _gather((digests, error), group)  # also the barrier: every rank's upload is complete
+        failures = [e for _, e in everyone if e is not None]
+        if failures:
+            raise UploadFailed(f"checkpoint {final.name} not committed on {self.store.url}: {failures[0]}")
         if rank == 0:
-            for name in [n for n, done in self.store.steps().items() if not done or n == final.name]:
-                self.store.remove(name)  # a save killed mid-upload, or this step saved again after a resume
-            mine.update({p.name: p for p in written.iterdir() if p.is_file() and not p.name.endswith(".distcp")})
-            mine.pop(CHECKSUMS, None)
-        _barrier()
-        url = join(self.store.url, final.name)
-        upload_files(mine, url)
-        digests = {name: sha256_file(path) for name, path in mine.items()}
-        everyone = _gather(digests)  # also the barrier: every rank's upload is complete
-        if rank == 0:
-            files = {name: digest for part in everyone for name, digest in part.items()}
+            files = {name: digest for part, _ in everyone for name, digest in part.items()}
             text = json.dumps({"algorithm": "sha256", "files": files}, indent=1, sort_keys=True) + "\n"
             self.store.fs.pipe_file(f"{self.store.key}/{final.name}/{CHECKSUMS}", text.encode())  # the commit
             for old in self.store.committed()[: -self.keep]:
                 self.store.remove(old)
-        _barrier()
+        _barrier(group)
+
+    def _files(self, final: Path) -> dict[str, Path]:
+        """What this rank uploads of `final`: the .distcp files it wrote, and on rank 0 every other file but the
+        manifest (written on the store last, from the gathered digests)."""
+        rank = self.info.rank
+        written = final if final.is_dir() else final.with_name(final.name + ".tmp")  # other nodes: never renamed
+        mine = {p.name: p for p in written.iterdir() if p.name.startswith(f"__{rank}_") and p.suffix == ".distcp"}
+        if rank == 0:
+            mine.update({p.name: p for p in written.iterdir() if p.is_file() and not p.name.endswith(".distcp")})
+            mine.pop(CHECKSUMS, None)
+        return mine
 
     def latest(self) -> Path | None:
         """The newest checkpoint committed on the store (its local path; fetched by `load`)."""
@@ -151,8 +240,8 @@ class StoreCheckpointer(Checkpointer):
         names = _gather(committed)[0]
         return self.root / names[-1] if names else None
 
-    def load(self, path: Path, model: nn.Module, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """Fetch the committed checkpoint into each node's scratch (unless this node holds it), then load it."""
+    def fetch(self, path: Path) -> None:
+        """The committed checkpoint into each node's scratch, unless this node holds it already. Collective."""
 
         def fetch() -> None:
             local = json.loads((path / CHECKSUMS).read_text()) if (path / CHECKSUMS).is_file() else None
@@ -162,6 +251,10 @@ class StoreCheckpointer(Checkpointer):
                 download_folder(join(self.store.url, path.name), path)
 
         on_each_node(self.info, fetch)
+
+    def load(self, path: Path, model: nn.Module, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Fetch the committed checkpoint (see `fetch`), then load it as a local one."""
+        self.fetch(path)
         return super().load(path, model, *args, **kwargs)
 
 
@@ -171,8 +264,9 @@ def _describe_store_run(url: str, present: list[str]) -> str:
     return f"a training run ({', '.join(present)}; {last})"
 
 
-def check_store_output(url: str, resume: bool, overwrite: bool) -> None:
-    """The store's side of `trainer.rerun.check_output`: a previous run there needs --resume or --overwrite."""
+def check_store_output(url: str, resume: bool, overwrite: bool, can_overwrite: bool = True) -> None:
+    """The store's side of `trainer.rerun.check_output`: a previous run there needs --resume or --overwrite
+    (`can_overwrite`: the CLI has that flag)."""
     if resume and overwrite:
         raise OutputInUse("--resume and --overwrite exclude each other: continue the run in --out, or replace it")
     if resume or overwrite:
@@ -184,9 +278,10 @@ def check_store_output(url: str, resume: bool, overwrite: bool) -> None:
         return
     present = [name for name in present if name in RUN_OUTPUTS]
     if present:
+        replace_it = " or --overwrite to replace it" if can_overwrite else ""
         raise OutputInUse(
-            f"{url} holds {_describe_store_run(url, present)}; pass --resume to continue it or --overwrite to "
-            "replace it, or choose another --out"
+            f"{url} holds {_describe_store_run(url, present)}; pass --resume to continue it{replace_it}, "
+            "or choose another --out"
         )
 
 
@@ -205,40 +300,75 @@ class StoreRun:
     """A run whose `--out` (and possibly inputs) live on a store: the local staging and the copies back."""
 
     def __init__(self, url: str, local: Path, info: DistInfo, origins: dict[str, tuple[Path, str]]) -> None:
-        """`origins`: each staged flag's local copy and the URL it came from (--out's included)."""
+        """`origins`: each staged flag's local copy and the URL it copies (--out's included)."""
         self.url, self.local, self.info, self.origins = url, local, info, origins
 
-    def name_origins(self, meta: dict[str, Any]) -> dict[str, Any]:
+    def url_of(self, path: str | Path) -> str:
+        """The URL a path inside a staged copy stands for (other paths unchanged)."""
+        path = Path(path).resolve()
+        for copy, url in self.origins.values():
+            copy = copy.resolve()
+            if path == copy:
+                return url
+            if copy.is_dir() and path.is_relative_to(copy):
+                return join(url, path.relative_to(copy).as_posix())
+        return str(path)
+
+    def name_origins(self, meta: dict[str, Any], flags_key: str = "train_config") -> dict[str, Any]:
         """The run's record (run_config.json, trainer_state.json) naming the URLs, not the scratch copies that
         go with the run: a checkpoint exported on its own later finds its tokenizer on the store."""
-        flags = dict(meta.get("train_config", {}))
+        flags = dict(meta.get(flags_key, {}))
         for name, (_, url) in self.origins.items():
             flags[name] = url
         tokenizer = dict(meta.get("tokenizer", {}))
-        if "tokenizer" in self.origins and tokenizer.get("path"):
-            copy, url = self.origins["tokenizer"]
-            inside = Path(tokenizer["path"]).relative_to(copy.resolve()) if copy.is_dir() else None
-            tokenizer["path"] = join(url, inside.as_posix()) if inside is not None else url
-        return {**meta, "train_config": flags, "tokenizer": tokenizer}
+        if tokenizer.get("path"):
+            tokenizer["path"] = self.url_of(tokenizer["path"])
+        return {**meta, flags_key: flags, "tokenizer": tokenizer}
 
     def checkpointer(self, keep: int, background: bool = False) -> StoreCheckpointer:
+        """Checkpoints committed under `<url>/checkpoints`, each with the run's records as they were at its save."""
         url = join(self.url, "checkpoints")
-        return StoreCheckpointer(self.local / "checkpoints", keep, url, self.info, background)
+        records = (self.local, self.url)
+        return StoreCheckpointer(self.local / "checkpoints", keep, url, self.info, background, records)
 
     def publish_records(self) -> None:
-        """metrics.jsonl and run_config.json as they are now (rank 0; after each checkpoint and at the end)."""
+        """metrics.jsonl and run_config.json as they are now (rank 0; at the end: each checkpoint takes the
+        records of its save with it)."""
         if self.info.rank != 0:
             return
         files = {n: self.local / n for n in RECORDS if (self.local / n).is_file()}
         upload_files(files, self.url)
 
-    def publish_export(self, hf_dir: Path | None) -> None:
+    def publish_export(self, hf_dir: Path | None, adapter: Path | None = None) -> None:
+        """hf/ (its config.json last) and a LoRA run's adapter/ (adapter_config.json last). Collective."""
         if self.info.rank == 0 and hf_dir is not None:
             upload_folder(hf_dir, join(self.url, "hf"), last=HF_MARKER)
+        if self.info.rank == 0 and adapter is not None:
+            upload_folder(adapter, join(self.url, "adapter"), last="adapter_config.json")
         _barrier()
 
 
-def _scratch_folder(cfg: TrainConfig) -> Path:
+def fetch_input(url: str, local: Path) -> tuple[Path, str]:
+    """A file or folder input, copied under `local` as it is on the store."""
+    return download_input(url, local), url
+
+
+def fetch_model(url: str, local: Path) -> tuple[Path, str]:
+    """A model on the store into `local`: an HF export, a checkpoint folder, or a trainer --out (its hf/, else
+    its newest committed checkpoint: only that folder is fetched, not every checkpoint of the run)."""
+    fs, key = filesystem(url)
+    key = key.rstrip("/")
+    chosen = url
+    if fs.exists(f"{key}/hf/{HF_MARKER}"):
+        chosen = join(url, "hf")
+    elif not fs.exists(f"{key}/{HF_MARKER}"):
+        committed = StoreCheckpoints(join(url, "checkpoints")).committed()
+        chosen = join(url, "checkpoints", committed[-1]) if committed else url
+    download_folder(chosen, local)
+    return local, chosen
+
+
+def scratch_folder(cfg: Config) -> Path:
     """This node's staging folder for the run: the same path on every rank of the node, one per --out."""
     base = Path(cfg.scratch) if cfg.scratch is not None else Path(tempfile.gettempdir())
     tag = hashlib.sha256(str(cfg.out).encode()).hexdigest()[:12]
@@ -246,51 +376,64 @@ def _scratch_folder(cfg: TrainConfig) -> Path:
 
 
 @contextlib.contextmanager
-def staged(cfg: TrainConfig, info: DistInfo) -> Iterator[tuple[TrainConfig, StoreRun | None]]:
-    """`cfg` with its URLs replaced by local copies in the node's scratch, and the run's store (None when
-    --out is local). Inputs are fetched, the store's --out checked and locked before any training; the
-    scratch is removed at the end."""
-    urls = {name: str(getattr(cfg, name)) for name in ("shards", "tokenizer", "val_shards", "out")}
+def staged(
+    cfg: Config,
+    info: DistInfo,
+    inputs: tuple[str, ...] = PRETRAINING_INPUTS,
+    fetchers: dict[str, Fetch] | None = None,
+    run_kind: str = "training run",
+) -> Iterator[tuple[Config, StoreRun | None]]:
+    """`cfg` with its URLs (the `inputs` flags and --out) replaced by local copies in the node's scratch, and
+    the run's store (None when --out is local). Inputs are fetched (by `fetchers[name]`, default: the file or
+    folder as it is), the store's --out checked and locked before any training; the scratch is removed at
+    the end. A config without `overwrite` (SFT) is refused a previous run on the store unless --resume;
+    `run_kind` names the run in the lock (what a second run there is told)."""
+    urls = {name: str(getattr(cfg, name)) for name in (*inputs, "out")}
     urls = {name: url for name, url in urls.items() if is_remote(url)}
+    fetchers = fetchers or {}
+    can_overwrite = hasattr(cfg, "overwrite")
+    overwrite = bool(getattr(cfg, "overwrite", False))
     if not urls:
         yield cfg, None
         return
     for name, url in urls.items():
         what = "--" + name.replace("_", "-")
         rank0_verdict(lambda url=url, what=what: check_store(url, what), ValueError)
-    scratch = _scratch_folder(cfg)
+    scratch = scratch_folder(cfg)
     lock = reading = None
     if "out" in urls:
-        rank0_verdict(lambda: check_store_output(urls["out"], cfg.resume, cfg.overwrite), OutputInUse)
-        lock = rank0_verdict(lambda: acquire_output_lock(urls["out"], "training run"), ValueError)
+        check = lambda: check_store_output(urls["out"], cfg.resume, overwrite, can_overwrite)  # noqa: E731
+        rank0_verdict(check, OutputInUse)
+        lock = rank0_verdict(lambda: acquire_output_lock(urls["out"], run_kind), ValueError)
     try:
         if "shards" in urls:  # a lease for the whole run: no writer replaces the mixture it reads and resumes from
             reading = rank0_verdict(lambda: acquire_read_lock(urls["shards"], "training run"), ValueError)
-        fetched: dict[str, str] = {}  # input -> its copy's path inside the scratch (a file or a folder)
-        fetchers = shard_fetchers(cfg)  # --shards / --val-shards: the manifest only (read by ranges)
+        fetched: dict[str, tuple[str, str]] = {}  # input -> its copy's path inside the scratch, the URL it copies
+        fetchers = {**shard_fetchers(cfg), **fetchers}  # --shards / --val-shards: the manifest only (read by ranges)
 
         def fetch() -> None:
             shutil.rmtree(scratch, ignore_errors=True)  # the store is the truth: a previous staging is stale
             scratch.mkdir(parents=True)
             for name, url in urls.items():
-                if name in fetchers:
-                    fetched[name] = str(fetchers[name](url, scratch / name)[0].relative_to(scratch))
-                elif name != "out":
-                    fetched[name] = str(download_input(url, scratch / name).relative_to(scratch))
+                if name != "out":
+                    copy, source = fetchers.get(name, fetch_input)(url, scratch / name)
+                    fetched[name] = (str(copy.relative_to(scratch)), source)
             if "out" in urls and cfg.resume:  # the records the resumed run appends to
                 fetch_records(urls["out"], scratch / "out")
 
         on_each_node(info, fetch)
         # rank 0's names, inside this node's own scratch (each node may have its own --scratch)
-        local = {name: scratch / rel for name, rel in _gather(fetched)[0].items()}
+        copies = _gather(fetched)[0]
+        local = {name: scratch / rel for name, (rel, _) in copies.items()}
         store = None
         if "out" in urls:
-            if cfg.overwrite:
+            if overwrite:
                 rank0_verdict(lambda: clear_store_outputs(urls["out"]), OSError)
             local["out"] = scratch / "out"
-            origins = {name: (local[name], url) for name, url in urls.items()}
+            sources = {name: source for name, (_, source) in copies.items()} | {"out": urls["out"]}
+            origins = {name: (local[name], sources[name]) for name in urls}
             store = StoreRun(urls["out"], local["out"], info, origins)
-        yield replace(cfg, **local, resume=cfg.resume, overwrite=False), store
+        yield replace(cfg, **local, **({"overwrite": False} if can_overwrite else {})), store
     finally:
         _barrier()
         if info.local_rank == 0:
