@@ -145,8 +145,6 @@ def run_chain(
     check_chain_record(run_dir, config)
     if not is_remote(run_dir):
         return _run_chain(run_dir, config, ray, train, None, **evals)
-    if config.sft is not None:
-        raise ExecutorError("--sft with an --out URL is not supported yet: fine-tune from a local run directory")
     if ray is not None:  # the tokenizer and mixture read a local copy of the documents: on the driver
         print("chain: the run directory is a store URL: tokenizer and mixture run on the driver, not as Ray work")
     with staging(run_dir) as staged:

@@ -308,8 +308,6 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
         knobs = chain_knobs(args)
         check_store(args.out)
         out = as_path(args.out)
-        if knobs is not None and knobs.sft is not None and is_remote(out):
-            raise ConfigError("--sft with an --out URL is not supported yet: fine-tune from a local run directory")
         if args.executor == "slurm" and is_remote(out):
             raise ConfigError("--executor slurm with an --out URL is not supported yet: use a shared file system path")
         against = dedup_indexes(args, recipe, out / source.dump)
