@@ -402,8 +402,7 @@ def staged(
     scratch = scratch_folder(cfg)
     lock = reading = None
     if "out" in urls:
-        check = lambda: check_store_output(urls["out"], cfg.resume, overwrite, can_overwrite)  # noqa: E731
-        rank0_verdict(check, OutputInUse)
+        rank0_verdict(lambda: check_store_output(urls["out"], cfg.resume, overwrite, can_overwrite), OutputInUse)
         lock = rank0_verdict(lambda: acquire_output_lock(urls["out"], run_kind), ValueError)
     try:
         if "shards" in urls:  # a lease for the whole run: no writer replaces the mixture it reads and resumes from
