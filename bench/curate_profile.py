@@ -8,9 +8,15 @@ seconds and peak memory from the kernel, ``os.wait4``). Four runs per recipe:
 * one tiny WARC (one page), then the same page twice as two WARCs: the difference is what each task pays
   once (models, block lists), the rest what a run pays once (interpreter, imports, dedup stages);
 * the three fit WARCs: (CPU - fixed) / pages is the cost per page, split between curation and dedup by
-  their steps' timers; kept documents, tokens, bytes written per folder, objects written per task;
+  their steps' timers; kept documents, tokens, bytes written per folder, objects written per task. A recipe
+  that dedups with BFF: its decision stage (``dedup_bff``, its CPU from the run's ``cpu.json``) apart, its
+  fixed part from the one-page run, the rest per n-gram of the run's estimate (the figure sizing its filter);
 * the three held-out WARCs: the measured run beside ``pipelines.costs.plan``'s prediction from the fit,
   and from ``pipelines.plan --calibrate``'s figures of the fit run.
+
+With BFF, its decision stage has too few documents in these runs (~150) to time: its cost per n-gram comes
+from the step alone (``BffDedup``, in a fresh fork, CPU from the kernel) over ``bench.bff``'s input at
+``BFF_SIZES`` documents: the line through the first two, checked on the third.
 
     python -m bench.curate_profile [--recipe pipelines/recipes/dclm.yaml ...] [--write] [--json out.json]
 
@@ -29,11 +35,27 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from statistics import median
 
+from bench.curate import in_fresh_process
 from curate.warc_fastwarc import count_responses
-from pipelines.costs import STORAGE_FOLDERS, Cluster, RecipeCosts, Workload, plan, write_costs
+from dedup.bff_stage import SUMMARY, BffDedup, estimate_ngrams
+from dedup.config import DedupConfig
+from dedup.pipeline import count_input_files, document_reader
+from pipelines.costs import (
+    CPU_FILE,
+    STORAGE_FOLDERS,
+    Cluster,
+    RecipeCosts,
+    Workload,
+    plan,
+    process_cpu_seconds,
+    stage_group,
+    write_costs,
+)
 from pipelines.plan import calibrated, curated_documents
 from pipelines.recipe import load_recipe
 from tests.support import shared_data
@@ -41,6 +63,7 @@ from tests.support.warc_writer import Page, write_pages
 
 RECIPES = Path(__file__).resolve().parents[1] / "pipelines" / "recipes"
 SPLITS = 6  # WARC files; the first half fits, the second half is held out
+BFF_SIZES = (2_000, 8_000, 20_000)  # documents of bench.bff's input: BFF's rate from the first two, checked on the last
 ONE_CPU = Cluster(cpus=1, mem_per_cpu_gb=64, price_per_cpu_hour=0.0)
 
 
@@ -90,20 +113,27 @@ def measured_run(files: list[Path], recipe: Path, out: Path) -> dict:
         "peak_rss_mb": usage.ru_maxrss / 1024, "run": run,
         "report": json.loads((run / "report" / "report.json").read_text()),
         "stats": json.loads((run / "stats.json").read_text()),
+        "stage_cpu": json.loads((run / CPU_FILE).read_text()),  # per stage, from the kernel (local executor)
         "responses": sum(count_responses(str(f)) for f in files),
         "warc_bytes": sum(f.stat().st_size for f in files),
     }
 
 
-def fit_costs(name: str, tiny1: dict, tiny2: dict, fit: dict, tasks: int) -> RecipeCosts:
-    """The per-task and per-run fixed costs from the tiny runs, the per-page figures from the fit run."""
+def fit_costs(name: str, tiny1: dict, tiny2: dict, fit: dict, tasks: int, bff: dict | None = None) -> RecipeCosts:
+    """The per-task and per-run fixed costs from the tiny runs, the per-page figures from the fit run; with
+    BFF (``bff_rate``) its per-n-gram cost from its own, larger runs."""
     task_fixed = max(0.0, tiny2["cpu_s"] - tiny1["cpu_s"])
-    run_fixed = max(0.0, tiny1["cpu_s"] - task_fixed)
+    bff_fixed = tiny1["stage_cpu"].get("dedup_bff", 0.0)  # BFF's one task on one page
+    run_fixed = max(0.0, tiny1["cpu_s"] - task_fixed - bff_fixed)
     pages = fit["responses"]
-    per_page = max(0.0, fit["cpu_s"] - run_fixed - tasks * task_fixed) / pages
+    bff_spent = max(0.0, fit["stage_cpu"].get("dedup_bff", 0.0) - bff_fixed)
+    ngrams = estimate_ngrams(str(fit["run"] / "curated")) if "dedup_bff" in fit["stage_cpu"] else 0
+    variable = max(0.0, fit["cpu_s"] - run_fixed - tasks * task_fixed - bff_fixed - bff_spent)
+    per_page = variable / pages
     timers = {"curate": 0.0, "dedup": 0.0}
     for stage, entry in fit["stats"]["stages"].items():
-        timers["curate" if stage == "curate" else "dedup"] += sum(s["time_s"] for s in entry["steps"])
+        if stage_group(stage) != "bff":  # measured apart
+            timers[stage_group(stage)] += sum(s["time_s"] for s in entry["steps"])
     timed = sum(timers.values()) or 1.0
     totals, clusters = fit["report"]["totals"], fit["report"].get("clusters") or {}
     minhash_in = next((s["in"] for s in fit["report"]["steps"] if s["step"] == "minhash"), None)
@@ -128,6 +158,9 @@ def fit_costs(name: str, tiny1: dict, tiny2: dict, fit: dict, tasks: int) -> Rec
             "by": "python -m bench.curate_profile", "responses": pages, "warcs": tasks,
             "date": time.strftime("%Y-%m-%d"), "cpu": _cpu_name(),
         },
+        bff_fixed_cpu_s=round(bff_fixed, 3),
+        bff_cpu_s_per_ngram=bff["cpu_s_per_ngram"] if bff else 0.0,
+        bff_ngrams_per_curated_doc=ngrams / max(1, curated_documents(fit["report"])),
     )
 
 
@@ -141,24 +174,64 @@ def _cpu_name() -> str:
     return "unknown"
 
 
-def held_out_check(costs: RecipeCosts, fit: dict, heldout: dict, tasks: int) -> dict:
-    """Prediction for the held-out WARCs (from the table entry and from the fit run's own stats) vs the run."""
+def bff_step_cpu(folder: Path, out: Path, config: DedupConfig) -> tuple[float, int]:
+    """BFF's decision step alone over ``folder``'s parquet documents: its CPU seconds and the run's n-gram estimate."""
+    config = replace(config, url_dedup=False, exact_dedup=False)
+    step = BffDedup([document_reader(str(folder))], str(folder), str(out), config, count_input_files(str(folder)))
+    start = process_cpu_seconds()
+    step.run()
+    return process_cpu_seconds() - start, estimate_ngrams(str(folder))
+
+
+def bff_rate(scratch: Path, config: DedupConfig) -> dict:
+    """BFF's CPU per n-gram of the estimate: the step over ``BFF_SIZES`` documents of ``bench.bff``'s input
+    (real text, planted copies), each in a fresh fork; the line through the first two predicts the last."""
+    from bench.bff import build_input
+
+    points = []
+    for docs in BFF_SIZES:
+        folder = scratch / f"bff-{docs}"
+        shutil.rmtree(folder, ignore_errors=True)
+        build_input(folder / "in", docs, files=4)
+        cpu, ngrams = in_fresh_process(partial(bff_step_cpu, folder / "in", folder / "out", config))
+        points.append({"docs": docs, "ngrams": ngrams, "cpu_s": round(cpu, 3)})
+        print(f"BFF step: {docs:,} documents, {ngrams:,} n-grams (estimate), CPU s {cpu:.2f}", flush=True)
+    first, second, last = points
+    rate = (second["cpu_s"] - first["cpu_s"]) / (second["ngrams"] - first["ngrams"])
+    predicted = first["cpu_s"] + (last["ngrams"] - first["ngrams"]) * rate
+    return {"cpu_s_per_ngram": rate, "points": points, "predicted_last_cpu_s": predicted,
+            "error_last": predicted / last["cpu_s"] - 1}  # fmt: skip
+
+
+def held_out_check(costs: RecipeCosts, fit: dict, heldout: dict, tasks: int, dedup: DedupConfig | None) -> dict:
+    """Prediction for the held-out WARCs (from the table entry and from the fit run's own stats) vs the run;
+    with BFF also its decision stage's CPU and its filter's bytes."""
     work = Workload("heldout", tasks, heldout["responses"], "counted")
     out = {"measured": {"cpu_s": heldout["cpu_s"], "kept": heldout["report"]["totals"]["kept_documents"],
                         "responses": heldout["responses"], "peak_rss_mb": heldout["peak_rss_mb"]}}
+    bff_summary = heldout["run"] / "minhash" / "bff" / "clusters" / SUMMARY
+    if bff_summary.is_file():
+        out["measured"] |= {"bff_cpu_s": heldout["stage_cpu"]["dedup_bff"],
+                            "bff_filter_bytes": json.loads(bff_summary.read_text())["filter_bytes"]}
     for how, entry in (("profile", costs), ("calibrate", calibrated(costs, fit["run"]))):
-        predicted = plan(work, entry, ONE_CPU)
+        predicted = plan(work, entry, ONE_CPU, dedup=dedup)
         out[how] = {
             "cpu_s": predicted.cpu_s, "kept": predicted.kept_documents,
             "cpu_error": predicted.cpu_s / heldout["cpu_s"] - 1,
             "kept_error": predicted.kept_documents / max(1, out["measured"]["kept"]) - 1,
         }
+        bff = next((s for s in predicted.stages if s.name == "bff"), None)
+        if bff is not None and "bff_cpu_s" in out["measured"]:
+            filter_bytes = (bff.memory_mb_per_task - entry.peak_rss_mb) * 2**20
+            out[how] |= {"bff_cpu_s": bff.cpu_s, "bff_cpu_error": bff.cpu_s / out["measured"]["bff_cpu_s"] - 1,
+                         "bff_filter_error": filter_bytes / out["measured"]["bff_filter_bytes"] - 1}
     return out
 
 
 def profile(recipe: Path, warcs: dict[str, list[Path]], scratch: Path, repeats: int) -> tuple[RecipeCosts, dict]:
     """The four runs of one recipe (the tiny ones ``repeats`` times, their median CPU), its entry, its check."""
-    name = load_recipe(recipe).name
+    loaded = load_recipe(recipe)
+    name = loaded.name
     runs = {}
     for key in ("tiny1", "tiny2", "fit", "heldout"):
         tries = []
@@ -166,13 +239,18 @@ def profile(recipe: Path, warcs: dict[str, list[Path]], scratch: Path, repeats: 
             out = scratch / f"{name}-{key}-{attempt}"
             shutil.rmtree(out, ignore_errors=True)
             tries.append(measured_run(warcs[key], recipe, out))
-        runs[key] = {**tries[0], "cpu_s": median(t["cpu_s"] for t in tries)}
+        stage_cpu = {k: median(t["stage_cpu"].get(k, 0.0) for t in tries) for k in tries[0]["stage_cpu"]}
+        runs[key] = {**tries[0], "cpu_s": median(t["cpu_s"] for t in tries), "stage_cpu": stage_cpu}
         cpu = " ".join(f"{t['cpu_s']:.2f}" for t in tries)
         print(f"{name} {key}: {runs[key]['responses']} pages, CPU s {cpu}, "
               f"{runs[key]['report']['totals']['kept_documents']} kept, {runs[key]['peak_rss_mb']:.0f} MB", flush=True)
     tasks = len(warcs["fit"])
-    costs = fit_costs(name, runs["tiny1"], runs["tiny2"], runs["fit"], tasks)
-    return costs, held_out_check(costs, runs["fit"], runs["heldout"], len(warcs["heldout"]))
+    dedup = loaded.dedup.config() if loaded.dedup.enabled else None
+    bff = bff_rate(scratch, dedup) if dedup is not None and dedup.method == "bff" else None
+    costs = fit_costs(name, runs["tiny1"], runs["tiny2"], runs["fit"], tasks, bff)
+    if bff:
+        costs.measured["bff"] = {"by": "BffDedup over bench.bff's input", **bff}
+    return costs, held_out_check(costs, runs["fit"], runs["heldout"], len(warcs["heldout"]), dedup)
 
 
 def main() -> None:
@@ -200,6 +278,19 @@ def main() -> None:
         print(f"{name:16} {m['responses']:>6} {m['cpu_s']:>8.2f} {p['cpu_s']:>10.2f} {p['cpu_error']:>+7.1%}"
               f" {c['cpu_s']:>10.2f} {c['cpu_error']:>+7.1%} {m['kept']:>6} {p['kept']:>10.1f}"
               f" {p['kept_error']:>+7.1%}")
+    for name, entry in summary.items():
+        m, p, c = entry["heldout"]["measured"], entry["heldout"]["profile"], entry["heldout"]["calibrate"]
+        rate = entry["costs"]["measured"].get("bff")
+        if rate:
+            last = rate["points"][-1]
+            print(f"{name} BFF step: {rate['cpu_s_per_ngram'] * 1e6:.3f} us per n-gram; {last['docs']:,} documents: "
+                  f"CPU s {last['cpu_s']:.2f}, predicted {rate['predicted_last_cpu_s']:.2f} "
+                  f"({rate['error_last']:+.1%})")
+        if "bff_cpu_s" in p:
+            print(f"{name} BFF decision stage: CPU s {m['bff_cpu_s']:.2f}, predicted {p['bff_cpu_s']:.2f} "
+                  f"({p['bff_cpu_error']:+.1%}), calibrated {c['bff_cpu_s']:.2f} ({c['bff_cpu_error']:+.1%}); filter "
+                  f"{m['bff_filter_bytes']:,} bytes, predicted {p['bff_filter_error']:+.1%}, "
+                  f"calibrated {c['bff_filter_error']:+.1%}")
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2, default=str))
 

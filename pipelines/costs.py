@@ -5,7 +5,9 @@ them): every figure is measured per response by ``bench.curate_profile`` (a real
 pages, its CPU seconds from the kernel) or taken from a finished run's own stats (``from_run``). The CPU
 model is ``run_fixed + task_fixed x tasks + per_response x responses``: a run pays its interpreter and
 imports once, each curate task its models and block lists (datatrove deep-copies the pipeline per task),
-each page its share of every stage.
+each page its share of every stage. A recipe that dedups with BFF adds its one decision task
+(``dedup_bff``): a fixed part and a cost per n-gram of the run's own estimate (curated text bytes / 4, the
+figure that also sizes its filter); that task reads every document in input order, so its CPU is its wall time.
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ import math
 import resource
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from common.bounded_input import read_bounded
 from common.config import ConfigError
+
+if TYPE_CHECKING:
+    from dedup.config import DedupConfig
 
 COSTS_TABLE = Path(__file__).parent / "recipes" / "costs.json"
 STORAGE_FOLDERS = ("curated", "removed", "minhash", "deduped")
@@ -62,6 +68,10 @@ class RecipeCosts:
     pairs_per_curated_doc: float  # MinHash duplicate pairs (sizes the cluster stage)
     peak_rss_mb: float  # largest resident set of a task
     measured: dict = field(default_factory=dict)  # how: command, responses, WARC files, date
+    # BFF (dedup.method bff; 0 for the others): its one decision task, out of run_fixed and cpu_s_per_response
+    bff_fixed_cpu_s: float = 0.0  # the dedup_bff stage on one page: its task's start, its summary
+    bff_cpu_s_per_ngram: float = 0.0  # per n-gram of the run's estimate (dedup.bff_stage.estimate_ngrams)
+    bff_ngrams_per_curated_doc: float = 0.0  # that estimate per curated document: the filter's size follows
 
     def cpu_per_response(self) -> float:
         return sum(self.cpu_s_per_response.values())
@@ -162,6 +172,11 @@ class Plan:
         return self.cpu_s / 3600 * self.cluster.price_per_cpu_hour
 
 
+def stage_group(stage: str) -> str:
+    """The planner's group of a run's stage: ``curate``, ``bff`` (BFF's decision task) or ``dedup`` (the rest)."""
+    return "curate" if stage == "curate" else "bff" if stage == "dedup_bff" else "dedup"
+
+
 def cpus_per_task(memory_mb: float, cluster: Cluster, stage: str) -> int:
     """CPUs whose memory one task occupies; a task larger than a node is an impossible plan (ConfigError)."""
     need = max(1, math.ceil(memory_mb / 1024 / cluster.mem_per_cpu_gb))
@@ -182,20 +197,50 @@ def stage_wall(cpu_s: float, tasks: int, memory_mb: float, cluster: Cluster, sta
     return wall, f"{stage} wall = ceil({tasks:,} tasks / {slots:,} slots) = {waves:,} waves x {cpu_s / tasks:,.1f} s"
 
 
+def bff_stage(costs: RecipeCosts, config: DedupConfig, curated: float, cluster: Cluster) -> StagePlan:
+    """BFF's decision task: one, over every curated document in input order (the filter keeps the first copy),
+    so its CPU is its wall time; its memory the run's peak plus the filter its n-gram estimate sizes."""
+    from dedup.bff import FilterSize
+
+    if not costs.bff_ngrams_per_curated_doc:
+        raise ConfigError(
+            f"recipe {costs.recipe!r} dedups with BFF but its costs have no BFF figures; measure it: "
+            f"python -m bench.curate_profile --recipe RECIPE.yaml --write"
+        )
+    ngrams = curated * costs.bff_ngrams_per_curated_doc
+    size = FilterSize.for_rate(config.bff_expected_ngrams or max(1, round(ngrams)), config.bff_fp_rate)
+    cpu = costs.bff_fixed_cpu_s + ngrams * costs.bff_cpu_s_per_ngram
+    memory = costs.peak_rss_mb + size.size_bytes / 2**20
+    held = cpus_per_task(memory, cluster, "bff")  # a filter larger than a node: an impossible plan
+    return StagePlan("bff", 1, cpu, cpu, memory, [
+        f"bff n-grams = {curated:,.0f} curated documents x {costs.bff_ngrams_per_curated_doc:,.1f} (text bytes / 4, "
+        f"the run's estimate) = {ngrams:,.0f}",
+        f"bff CPU = {costs.bff_fixed_cpu_s:.2f} s + {ngrams:,.0f} n-grams x {costs.bff_cpu_s_per_ngram * 1e6:.4f} us "
+        f"= {cpu:,.0f} s",
+        "bff wall = its CPU: one task reads every document in input order (the first copy stays), serially",
+        f"bff memory = {costs.peak_rss_mb:,.0f} MB (the profile run's peak) + the filter: {size.describe()}; "
+        f"it holds the memory of {held:,} CPUs for its wall time ({held * cpu / 3600:,.1f} CPU-hours rented, "
+        f"not in the cost, which counts CPU used)",
+    ])  # fmt: skip
+
+
 def plan(
     workload: Workload,
     costs: RecipeCosts,
     cluster: Cluster,
     cluster_memory_mb: int = 4096,
     dedup_removes: float | None = None,
+    dedup: DedupConfig | None = None,
 ) -> Plan:
     """Tasks, CPU, wall time, memory per stage, documents, tokens, storage, store requests and cost.
     ``dedup_removes``: the share of curated documents the dedup stages remove across the whole source (a
-    profile of a few WARCs sees only the duplicates inside them); None keeps the profile's."""
+    profile of a few WARCs sees only the duplicates inside them); None keeps the profile's. ``dedup``: the
+    recipe's dedup configuration (None: FineWeb's MinHash); with ``method: bff`` a ``bff`` stage is added."""
     from dedup.config import DedupConfig
     from dedup.star import plan_clusters
 
     cluster.check()
+    bff = dedup is not None and dedup.method == "bff"
     n, warcs, per = workload.responses, workload.warcs, costs.cpu_s_per_response
     curate_cpu = warcs * costs.task_fixed_cpu_s + n * per["curate"]
     curate_wall, curate_why = stage_wall(curate_cpu, warcs, costs.peak_rss_mb, cluster, "curate")
@@ -213,7 +258,7 @@ def plan(
     except ValueError as err:
         raise ConfigError(f"--cluster-memory: {err}") from None
     dedup_cpu = n * per.get("dedup", 0.0)
-    dedup_memory = max(costs.peak_rss_mb, clusters.memory_mb_per_task)
+    dedup_memory = costs.peak_rss_mb if bff else max(costs.peak_rss_mb, clusters.memory_mb_per_task)
     dedup_wall, dedup_why = stage_wall(dedup_cpu or 1e-9, warcs, dedup_memory, cluster, "dedup")
     stages = [
         StagePlan("curate", warcs, curate_cpu, curate_wall, costs.peak_rss_mb, [
@@ -222,9 +267,11 @@ def plan(
         ]),
         StagePlan("dedup", warcs, dedup_cpu, dedup_wall, dedup_memory, [
             f"dedup CPU = {n:,.0f} responses x {per.get('dedup', 0.0) * 1000:.3f} ms = {dedup_cpu:,.0f} s",
-            dedup_why, clusters.describe(),
+            dedup_why, "the URL / exact passes and the filter applying BFF's decisions" if bff else clusters.describe(),
         ]),
     ]
+    if dedup is not None and bff:
+        stages.append(bff_stage(costs, dedup, curated, cluster))
     storage = {folder: n * costs.bytes_per_response.get(folder, 0.0) for folder in STORAGE_FOLDERS}
     warc_bytes = n * costs.warc_bytes_per_response
     writes = warcs * costs.objects_per_task + sum(storage.values()) / PART_BYTES
@@ -233,7 +280,7 @@ def plan(
         f"responses = {workload.how}",
         f"curated documents = {n:,.0f} x {costs.curated_per_response:.4f} = {curated:,.0f}",
         f"{kept_why}; tokens = kept x {costs.tokens_per_kept_doc:,.0f} words",
-        f"CPU = run {costs.run_fixed_cpu_s:.1f} s + curate + dedup",
+        f"CPU = run {costs.run_fixed_cpu_s:.1f} s + curate + dedup" + (" + bff" if bff else ""),
         f"store GETs = {warc_bytes / 2**40:,.2f} TiB of WARC / 32 MiB blocks + one open per WARC; PUTs = "
         f"{warcs:,} tasks x {costs.objects_per_task:.1f} objects + written bytes / 64 MiB parts",
     ]

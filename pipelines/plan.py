@@ -28,6 +28,7 @@ from pipelines.costs import (
     Workload,
     load_costs,
     plan,
+    stage_group,
 )
 from pipelines.recipe import load_recipe
 from pipelines.sources import DEFAULT_CC_BASE, SourceError, normalize_crawl_id, resolve_crawl, resolve_source
@@ -94,17 +95,19 @@ def workload_of(sources: list[str], cc_base: str | None, pages_per_warc: float) 
 
 
 def stage_groups(seconds: dict[str, float]) -> dict[str, float]:
-    """Per-stage figures summed into the planner's groups: curate, and every dedup stage."""
+    """Per-stage figures summed into the planner's groups: curate, every dedup stage, and BFF's decision task
+    when the run had one."""
     groups = {"curate": 0.0, "dedup": 0.0}
     for stage, value in seconds.items():
-        groups["curate" if stage == "curate" else "dedup"] += value
+        groups[stage_group(stage)] = groups.get(stage_group(stage), 0.0) + value
     return groups
 
 
 def cpu_per_page(run: Path, stats: dict, costs: RecipeCosts, pages: int, tasks: int) -> dict[str, float]:
     """A run's CPU seconds per page and stage group. A local run recorded its processes' CPU (``cpu.json``):
     less the table's fixed costs, split by its stages' CPU. Another executor's tasks ran elsewhere: the
-    steps' own timers (wall time inside each step, so a busy machine inflates them), less the per-task loads."""
+    steps' own timers (wall time inside each step, so a busy machine inflates them), less the per-task loads.
+    BFF's decision task (group ``bff``) is its own figure, fixed part included."""
     timers = stage_groups({k: sum(s["time_s"] for s in v["steps"]) for k, v in stats["stages"].items()})
     spent = json.loads((run / CPU_FILE).read_text()) if (run / CPU_FILE).is_file() else {}
     if "process" in spent and set(stats["stages"]) <= set(spent):
@@ -113,8 +116,11 @@ def cpu_per_page(run: Path, stats: dict, costs: RecipeCosts, pages: int, tasks: 
     else:
         split = timers
         variable = sum(timers.values()) - tasks * costs.task_fixed_cpu_s
+    bff = split.pop("bff", None)  # BFF's one task as measured, its fixed part in it (the planner adds it apart)
+    variable -= bff or 0.0
     whole = sum(split.values()) or 1.0
-    return {k: max(0.0, variable) * v / whole / pages for k, v in split.items()}
+    per_page = {k: max(0.0, variable) * v / whole / pages for k, v in split.items()}
+    return per_page if bff is None else per_page | {"bff": bff / pages}
 
 
 def curated_documents(report: dict) -> int:
@@ -146,6 +152,14 @@ def calibrated(costs: RecipeCosts, run: Path) -> RecipeCosts:
     if not pages or not report["totals"]["kept_documents"]:
         raise ConfigError(f"--calibrate {run}: the run read no pages or kept no documents")
     per_page = cpu_per_page(run, stats, costs, pages, len(files))
+    bff = {}
+    if "bff" in per_page:  # its decision task per n-gram of this run's estimate, less the table's fixed part
+        from dedup.bff_stage import estimate_ngrams
+
+        ngrams, curated = estimate_ngrams(str(run / "curated")), curated_documents(report)
+        spent = per_page.pop("bff") * pages
+        bff = {"bff_cpu_s_per_ngram": max(0.0, spent - costs.bff_fixed_cpu_s) / ngrams,
+               "bff_ngrams_per_curated_doc": ngrams / max(1, curated)}  # fmt: skip
     totals = report["totals"]
     folder_bytes = {f: sum(p.stat().st_size for p in (run / f).rglob("*") if p.is_file()) for f in STORAGE_FOLDERS}
     return replace(
@@ -156,6 +170,7 @@ def calibrated(costs: RecipeCosts, run: Path) -> RecipeCosts:
         tokens_per_kept_doc=totals["kept_tokens"] / totals["kept_documents"],
         bytes_per_response={k: v / pages for k, v in folder_bytes.items()},
         measured={"calibrated_from": str(run), "responses": pages, "warcs": len(files)},
+        **bff,
     )
 
 
@@ -173,7 +188,9 @@ def size(n: float) -> str:
 
 def render(result: Plan, explain: bool) -> str:
     c, w = result.costs, result.workload
-    how = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in c.measured.items())
+    how = ", ".join(
+        f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in c.measured.items() if not isinstance(v, dict)
+    )  # a nested record (BFF's rate measurement) is in --json
     lines = [
         f"plan: {w.name}, recipe {c.recipe} (costs: {how})",
         f"input: {w.warcs:,} WARC files, {w.responses:,.0f} pages",
@@ -216,7 +233,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
         costs = calibrated(costs, args.calibrate)
     workload = workload_of(args.source, args.cc_base, args.pages_per_warc)
     cap = args.cluster_memory if args.cluster_memory is not None else recipe.dedup.config().cluster_memory_mb
-    return plan(workload, costs, cluster, cap, args.dedup_removes)
+    dedup = recipe.dedup.config() if recipe.dedup.enabled else None
+    return plan(workload, costs, cluster, cap, args.dedup_removes, dedup)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,17 +1,23 @@
 """The distributed clustering passes (dedup/star.py) as Ray work: ``dedup.run --executor ray`` on a real two-node
 Ray cluster (head + worker on 127.0.0.1) gives the single-task union-find's cluster ids and sizes. The Ray run
 resumes a run whose signatures and buckets are done (copied from the single-task run: the same files, whatever the
-cluster stage), which also keeps the test short."""
+cluster stage), which also keeps the test short. Its Ray worker running the first pass's rank 1 is SIGKILLed at a
+point the test decides (the task held at its start, rank 0 of the pass complete): the executor resubmits the task
+and the run ends with the same clusters, removed documents and summary."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
+import re
 import shutil
+import signal
 import string
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +33,7 @@ from dedup.keys import MinhashKeyer
 from dedup.records import open_records
 from dedup.run import run_dedup
 from tests.support.cli import REPO
-from tests.support.ray_nodes import RAY, python_workers, two_node_cluster
+from tests.support.ray_nodes import RAY, held_task, hold_task, python_workers, release, two_node_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(RAY is None, reason="ray is not installed")]
 RANKS = 3
@@ -67,18 +73,39 @@ def test_star_passes_on_two_ray_nodes_equal_the_union_find(tmp_path: Path) -> No
     assert "dedup_clusters_pass_001" not in single["seconds"] and single["minhash"]["removed"] > 150
     for done in ("minhash/signatures", "minhash/buckets", "logs/dedup_signatures", "logs/dedup_buckets"):
         shutil.copytree(tmp_path / "single" / done, tmp_path / "ray" / done)  # a run resumed after its buckets
+    log, route = tmp_path / "driver.log", tmp_path / "ray" / "logs" / "dedup_clusters_route" / "completions"
     with two_node_cluster({**os.environ, "PYTHONPATH": str(REPO)}) as cluster:
+        folders = cluster["folders"]
+        hold_task(folders, rank=1)  # the first stage the Ray run runs: the route pass, ranks 0 and 1
         command = [sys.executable, "-m", "dedup.run", "--input", str(tmp_path / "in"), "--out", str(tmp_path / "ray"),
                    "--executor", "ray", "--ray-address", cluster["address"], "--word-split", "whitespace",
                    "--cluster-tasks", "2", "--cluster-memory-mb", "122"]  # fmt: skip
-        proc = subprocess.run(command, cwd=cluster["folders"]["driver"], env=cluster["env"], capture_output=True,
-                              text=True, timeout=300)  # fmt: skip
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-        workers = {node: python_workers(cluster["folders"][node]) for node in ("head", "worker")}
-    print(proc.stdout)
-    assert "[ray] dedup_buckets: 14/14 tasks" in proc.stdout and "dedup_buckets: 0/" not in proc.stdout  # skipped
-    assert "[ray] dedup_clusters_route: 2/2 tasks" in proc.stdout
-    assert "[ray] dedup_clusters_pass_004: 2/2 tasks" in proc.stdout  # chains take more than one round
+        with log.open("w") as out:
+            proc = subprocess.Popen(command, cwd=folders["driver"], env=cluster["env"], stdout=out,
+                                    stderr=subprocess.STDOUT)  # fmt: skip
+        try:
+            task, worker = held_task(folders)
+            deadline = time.monotonic() + 240
+            while not (route / "00000").exists() and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.2)  # rank 0 is not held: it completes
+            assert (route / "00000").exists() and not (route / "00001").exists(), log.read_text()[-3000:]
+            release(folders, rank=1)  # the resubmitted task starts
+            for pid in (worker, task):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            proc.wait(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        output = log.read_text()
+        assert proc.returncode == 0, output[-5000:]
+        workers = {node: python_workers(folders[node]) for node in ("head", "worker")}
+    print(output)
+    assert re.search(r"failed with (RayActorError|WorkerCrashedError)", output)  # the kill, resubmitted
+    assert "[ray] dedup_buckets: 14/14 tasks" in output and "dedup_buckets: 0/" not in output  # skipped
+    assert "[ray] dedup_clusters_route: 2/2 tasks" in output
+    assert "[ray] dedup_clusters_pass_004: 2/2 tasks" in output  # chains take more than one round
     assert all(workers.values()), workers  # both nodes ran tasks
     for a, b in zip(_clusters(tmp_path / "single", config), _clusters(tmp_path / "ray", config), strict=True):
         assert np.array_equal(a, b)  # same documents, cluster ids, sizes and kept documents
