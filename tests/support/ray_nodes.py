@@ -113,7 +113,7 @@ def held_task(folders: dict[str, Path], timeout: float = 240) -> tuple[int, int]
     while time.monotonic() < deadline:
         for entry in Path("/proc").glob("[0-9]*"):
             try:
-                if (entry / "wchan").read_text() != "wait_for_partner":
+                if not _waits_in_fifo_open(entry):
                     continue
                 if not scratch & set((entry / "environ").read_bytes().split(b"\0")):
                     continue
@@ -125,6 +125,18 @@ def held_task(folders: dict[str, Path], timeout: float = 240) -> tuple[int, int]
                 continue
         time.sleep(0.2)
     raise RuntimeError("no Ray task of this cluster was held at its start")
+
+
+def _waits_in_fifo_open(proc: Path) -> bool:
+    """Whether the process sleeps in the open of a FIFO: its kernel wait channel, or where a kernel does not
+    name it (``wchan`` reads 0), asleep in the open/openat system call."""
+    wchan = (proc / "wchan").read_text()
+    if wchan not in ("", "0"):
+        return wchan == "wait_for_partner"
+    state = (proc / "stat").read_text()
+    syscall = (proc / "syscall").read_text().split()
+    opening = ("2", "257", "56")  # open and openat on x86-64, openat on arm64
+    return state[state.rindex(")") + 2] == "S" and bool(syscall) and syscall[0] in opening
 
 
 def release(folders: dict[str, Path], rank: int) -> None:
