@@ -31,6 +31,7 @@ from datatrove.io import DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.utils.logging import logger
 
+from common.atomic import atomic_write_text
 from common.documents import DOCUMENT_GLOB
 from common.storage import is_remote, join
 from dedup.buckets import band_signature_files
@@ -130,9 +131,7 @@ class DedupIndex(PipelineStep):
         if band == 0:
             meta = {"group_by": self.config.group_by, "group": group, "documents": documents, "bands": bands}
             meta["fingerprint"] = f"{self.fingerprint:#x}"
-            with self.index_folder.open(INDEX_META + ".tmp", "wt") as f:
-                json.dump(meta, f, indent=2)
-            self.index_folder.mv(INDEX_META + ".tmp", INDEX_META)
+            atomic_write_text(self.index_folder.resolve_paths(INDEX_META), json.dumps(meta, indent=2))
 
 
 def check_index(index_folder: str | Path, config: DedupConfig) -> dict:

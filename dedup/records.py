@@ -21,7 +21,7 @@ import numpy as np
 import xxhash
 from datatrove.io import DataFolder
 
-from common.storage import BUCKETED
+from common.storage import on_object_store
 from dedup.config import FORMAT_VERSION
 
 MAGIC = b"CC2MDDUP"
@@ -52,8 +52,7 @@ class Header:
 def streams_to_final_key(folder: DataFolder) -> bool:
     """Whether ``folder`` is on a bucketed object store, whose files (fsspec's buffered uploads) appear only
     once their upload completes and can be discarded before."""
-    protocols = folder.fs.protocol
-    return bool(({protocols} if isinstance(protocols, str) else set(protocols)) & BUCKETED)
+    return on_object_store(folder.fs)
 
 
 class RecordWriter:

@@ -21,9 +21,27 @@ from pipelines.layout import StageFolder
 __all__ = ["EXECUTORS", "ExecutorError", "make_executor"]
 
 
+class RunLocalExecutor(LocalPipelineExecutor):
+    """datatrove's local executor, asking which tasks completed once per stage: one listing of the stage's
+    ``completions/`` when the stage starts, instead of a look-up per task (datatrove checks each rank again
+    in the task's own process: on a store a HEAD each, one round trip before any work). The listing stays
+    true for the stage: the run lock keeps any other writer out, and only this stage's tasks complete ranks."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._completed: frozenset[str] | None = None  # listed once, then travels with the pickled executor
+
+    def is_rank_completed(self, rank: int) -> bool:
+        if not self.skip_completed:
+            return False
+        if self._completed is None:
+            self._completed = frozenset(self.logging_dir.list_files("completions"))
+        return f"completions/{rank:05d}" in self._completed
+
+
 def local_executor(pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, **_: Any) -> PipelineExecutor:
     workers = min(workers, tasks)
-    return LocalPipelineExecutor(pipeline, tasks, workers, logging_dir, skip_completed=True, start_method="fork")
+    return RunLocalExecutor(pipeline, tasks, workers, logging_dir, skip_completed=True, start_method="fork")
 
 
 def ray_executor(pipeline: list, **options: Any) -> PipelineExecutor:
