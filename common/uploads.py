@@ -16,18 +16,32 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 UPLOAD_THREADS = 4
-# per process: the pool, the uploads not yet waited for, whether a task's barrier step is running
-_STATE: dict[str, Any] = {"pool": None, "pending": [], "deferring": False}
+
+
+class _TaskUploads(threading.local):
+    """Per thread (a task's pipeline runs in one): whether its barrier is open, the uploads it has not waited for."""
+
+    deferring = False
+
+    def __init__(self) -> None:
+        self.pending: list[Future] = []
+
+
+_POOL: list[ThreadPoolExecutor] = []  # the process's upload threads, made on first use
+_STATE = _TaskUploads()
 
 
 def _forget_after_fork() -> None:
     """A forked task process has none of its parent's threads: its own pool, no pending uploads."""
-    _STATE.update(pool=None, pending=[], deferring=False)
+    global _STATE
+    _POOL.clear()
+    _STATE = _TaskUploads()
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
@@ -44,18 +58,17 @@ def _upload(fs: Any, local: str, key: str) -> None:
 def upload_later(fs: Any, local: str, key: str) -> None:
     """Upload the complete local file ``local`` to ``key`` on ``fs`` and delete it: in the background while a
     task's ``uploads_before_completion`` step runs, else now."""
-    if not _STATE["deferring"]:
+    if not _STATE.deferring:
         _upload(fs, local, key)
         return
-    if _STATE["pool"] is None:
-        _STATE["pool"] = ThreadPoolExecutor(UPLOAD_THREADS, thread_name_prefix="upload")
-    future: Future = _STATE["pool"].submit(_upload, fs, local, key)
-    _STATE["pending"].append(future)
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(UPLOAD_THREADS, thread_name_prefix="upload"))
+    _STATE.pending.append(_POOL[0].submit(_upload, fs, local, key))
 
 
 def wait_for_uploads() -> None:
-    """Block until every upload started in this process landed; the first failure is raised."""
-    pending, _STATE["pending"] = _STATE["pending"], []
+    """Block until every upload this thread started landed; the first failure is raised."""
+    pending, _STATE.pending = _STATE.pending, []
     errors = [err for err in (future.exception() for future in pending) if err is not None]
     if errors:
         raise errors[0]
@@ -65,11 +78,11 @@ def wait_for_uploads() -> None:
 def background_uploads() -> Iterator[None]:
     """Inside the block, ``upload_later`` uploads in the background; its end waits for them all (the first
     failure raised), so what is written after it (a completion marker, a page naming the files) comes after."""
-    _STATE["deferring"] = True
+    _STATE.deferring = True
     try:
         yield
     finally:
-        _STATE["deferring"] = False
+        _STATE.deferring = False
     wait_for_uploads()
 
 

@@ -90,4 +90,5 @@ def test_the_driver_asks_every_stage_s_files_by_one_listing(s3, tmp_path: Path) 
     calls.clear()
     executor = local_executor([], 3, 2, StageFolder("s3://grouped/run", "dedup_buckets"))
     assert [executor.is_rank_completed(r) for r in range(3)] == [False, True, False]
-    assert calls == Counter(ListObjectsV2=1)  # not a HEAD per task
+    assert executor.get_incomplete_ranks() == [0, 2]
+    assert calls == Counter(ListObjectsV2=1)  # not a HEAD per task, nor a second listing
