@@ -8,10 +8,10 @@ HTTP), then runs ``python -m pipelines.run`` (curate + dedup + report, local exe
 within a pair alternating, so that a load that rises or falls during the bench favours neither). Prints the
 median wall time of each, the throughput ratio (S3 / local documents per second; goal >= 0.9) both as the
 ratio of the medians and as the median of the pairs' ratios (on a shared machine a pair sees one load), the
-CPU seconds of the run's processes, the load average before and after, and the requests the run sent to the
-store, by HTTP method, per document read (the server's request log). moto keeps objects in memory on this
-machine, so the ratio measures the client side (staging, uploads, listings, the per-request round trips), not
-a real store's latency or bandwidth.
+CPU seconds of the run's processes and of the server's, the load average before and after, and the requests
+the run sent to the store, by HTTP method, per document read (the server's request log). moto keeps objects in
+memory on this machine, so the ratio measures the client side (staging, uploads, listings, the per-request
+round trips) and moto's own CPU on the same cores, not a real store's latency or bandwidth.
 
 Then the chain's mixture step (``pipelines.chain``: one epoch of the run's kept documents, with a tokenizer
 trained once beforehand, untimed): built from the local run into a local folder, against built from the
@@ -47,17 +47,27 @@ def children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def run_once(server: S3Server, out: str, warcs: list[str], scratch: str) -> tuple[float, float, int]:
-    """Wall seconds, CPU seconds and documents read of one ``pipelines.run`` to ``out``."""
+def server_cpu(server: S3Server) -> float:
+    """CPU seconds the S3 server's process used so far (Linux's /proc; 0 elsewhere): work a real store does off
+    the node, which moto does on this machine's cores, beside the run."""
+    try:
+        fields = Path(f"/proc/{server.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, AttributeError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def run_once(server: S3Server, out: str, warcs: list[str], scratch: str) -> tuple[float, float, float, int]:
+    """Wall seconds, CPU seconds (the run's processes, the server's) and documents read of one ``pipelines.run``."""
     env = subprocess_env(server, PYTHONPATH=str(REPO))
     cmd = [sys.executable, "-m", "pipelines.run", *warcs, "--dump", "bench", "--out", out, "--scratch", scratch]
-    cpu, start = children_cpu(), time.perf_counter()
+    cpu, served, start = children_cpu(), server_cpu(server), time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
-    seconds, cpu = time.perf_counter() - start, children_cpu() - cpu
+    seconds, cpu, served = time.perf_counter() - start, children_cpu() - cpu, server_cpu(server) - served
     if proc.returncode != 0:
         raise SystemExit(f"{out}: pipelines.run failed ({proc.returncode}): {proc.stderr[-2000:]}")
     found = DOCUMENTS.search(proc.stdout)
-    return seconds, cpu, int(found.group(1).replace(",", "")) if found else 0
+    return seconds, cpu, served, int(found.group(1).replace(",", "")) if found else 0
 
 
 def ratios(local: list[float], remote: list[float]) -> str:
@@ -129,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             with server.use():
                 server.make_bucket("bench")
-                runs: dict[str, list[tuple[float, float, int]]] = {"local": [], "s3": []}
+                runs: dict[str, list[tuple[float, float, float, int]]] = {"local": [], "s3": []}
                 per_run = []
                 for i in range(args.repeats):
                     for side in ("local", "s3") if i % 2 == 0 else ("s3", "local"):
@@ -143,17 +153,19 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             server.stop()
     local, remote = ([r[0] for r in runs[side]] for side in ("local", "s3"))
-    docs = runs["s3"][-1][2]
+    docs = runs["s3"][-1][3]
     sent = per_run[-1]
     shape = f"{len(args.warcs)} WARC file(s), {docs} HTML documents"
     print(f"input: {shape}; {args.repeats} pairs, {os.cpu_count()} CPUs")
     print(f"load average (1/5/15 min): {load_before} before, {load()} after")
-    print("CPU: the run's processes (not the server's)")
-    print(f"{'out':10} {'wall s (median)':>16} {'docs/s':>8} {'CPU s (median)':>15}   wall s of each run")
+    print("CPU s: the run's processes, and the S3 server's (moto, on the same cores; a real store's is not)")
+    header = f"{'out':10} {'wall s (median)':>16} {'docs/s':>8} {'CPU s run':>10} {'CPU s server':>13}"
+    print(f"{header}   wall s of each run")
     for name, side in (("local", "local"), ("s3 (moto)", "s3")):
-        times, cpus = [r[0] for r in runs[side]], [r[1] for r in runs[side]]
+        times, cpus, served = ([r[k] for r in runs[side]] for k in range(3))
         each = ", ".join(f"{t:.1f}" for t in times)
-        print(f"{name:10} {median(times):>16.1f} {docs / median(times):>8.2f} {median(cpus):>15.1f}   {each}")
+        cpu = f"{median(cpus):>10.1f} {median(served):>13.1f}"
+        print(f"{name:10} {median(times):>16.1f} {docs / median(times):>8.2f} {cpu}   {each}")
     print(f"throughput ratio s3 / local: {ratios(local, remote)} (goal >= 0.9x)")
     total = sum(sent.values())
     methods = ", ".join(f"{m} {n}" for m, n in sent.most_common())
