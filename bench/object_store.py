@@ -4,11 +4,14 @@
 
 Starts moto's S3 server on 127.0.0.1 (``tests.support.s3_server``; the real s3fs / botocore client over
 HTTP), then runs ``python -m pipelines.run`` (curate + dedup + report, local executor) alternately with
-``--out`` a local temp folder and ``--out s3://bench/run-N``, ``--repeats`` times each. Prints the median
-wall time of each, the throughput ratio (S3 / local documents per second; goal >= 0.9), and the requests
-the run sent to the store, by HTTP method, per document read (the server's request log). moto keeps
-objects in memory on this machine, so the ratio measures the client side (staging, uploads, listings,
-the per-request round trips), not a real store's latency or bandwidth.
+``--out`` a local temp folder and ``--out s3://bench/run-N``, back to back, ``--repeats`` pairs (the order
+within a pair alternating, so that a load that rises or falls during the bench favours neither). Prints the
+median wall time of each, the throughput ratio (S3 / local documents per second; goal >= 0.9) both as the
+ratio of the medians and as the median of the pairs' ratios (on a shared machine a pair sees one load), the
+CPU seconds of the run's processes and of the server's, the load average before and after, and the requests
+the run sent to the store, by HTTP method, per document read (the server's request log). moto keeps objects in
+memory on this machine, so the ratio measures the client side (staging, uploads, listings, the per-request
+round trips) and moto's own CPU on the same cores, not a real store's latency or bandwidth.
 
 Then the chain's mixture step (``pipelines.chain``: one epoch of the run's kept documents, with a tokenizer
 trained once beforehand, untimed): built from the local run into a local folder, against built from the
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -37,17 +41,43 @@ REQUEST = re.compile(r'"(GET|PUT|POST|HEAD|DELETE) ')
 DOCUMENTS = re.compile(r"^url\s+(\d[\d,]*)\s", re.MULTILINE)  # the first step's "in": HTML documents read
 
 
-def run_once(server: S3Server, out: str, warcs: list[str], scratch: str) -> tuple[float, int]:
-    """Wall seconds and documents read of one ``pipelines.run`` to ``out``."""
+def children_cpu() -> float:
+    """User + system CPU seconds of this process's waited-for children (the runs and their task processes)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def server_cpu(server: S3Server) -> float:
+    """CPU seconds the S3 server's process used so far (Linux's /proc; 0 elsewhere): work a real store does off
+    the node, which moto does on this machine's cores, beside the run."""
+    try:
+        fields = Path(f"/proc/{server.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, AttributeError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def run_once(server: S3Server, out: str, warcs: list[str], scratch: str) -> tuple[float, float, float, int]:
+    """Wall seconds, CPU seconds (the run's processes, the server's) and documents read of one ``pipelines.run``."""
     env = subprocess_env(server, PYTHONPATH=str(REPO))
     cmd = [sys.executable, "-m", "pipelines.run", *warcs, "--dump", "bench", "--out", out, "--scratch", scratch]
-    start = time.perf_counter()
+    cpu, served, start = children_cpu(), server_cpu(server), time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
+    seconds, cpu, served = time.perf_counter() - start, children_cpu() - cpu, server_cpu(server) - served
     if proc.returncode != 0:
         raise SystemExit(f"{out}: pipelines.run failed ({proc.returncode}): {proc.stderr[-2000:]}")
     found = DOCUMENTS.search(proc.stdout)
-    return seconds, int(found.group(1).replace(",", "")) if found else 0
+    return seconds, cpu, served, int(found.group(1).replace(",", "")) if found else 0
+
+
+def ratios(local: list[float], remote: list[float]) -> str:
+    """Throughput s3 / local: the ratio of the medians, and the median of the pairs' ratios."""
+    pairs = median(a / b for a, b in zip(local, remote, strict=True))
+    return f"{median(local) / median(remote):.2f}x (medians), {pairs:.2f}x (median of pairs)"
+
+
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def mixture_once(run_dir: Path, tok: Path, out: Path) -> float:
@@ -86,11 +116,14 @@ def mixture_side_by_side(server: S3Server, log: Path, tmp: Path, repeats: int) -
     train_tokenizer([str(local_run)], tok, vocab_size=4096, progress=False)
     local, remote, sent = [], [], Counter()
     for i in range(repeats):
-        local.append(mixture_once(local_run, tok, tmp / f"mixture-{i}"))
+        if i % 2:
+            local.append(mixture_once(local_run, tok, tmp / f"mixture-{i}"))
         offset = log.stat().st_size
         remote.append(mixture_once(remote_run, tok, Path(f"mixture-{i}")))
         time.sleep(0.5)
         sent = requests(log, offset)
+        if not i % 2:
+            local.append(mixture_once(local_run, tok, tmp / f"mixture-{i}"))
     return local, remote, sent
 
 
@@ -99,41 +132,48 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warcs", nargs="+", default=[str(SAMPLE_WARC)], help="input WARC files (default: sample)")
     args = parser.parse_args(argv)
+    load_before = load()
     with tempfile.TemporaryDirectory(prefix="bench-s3-") as tmp:
         log = Path(tmp, "moto.log")
         server = S3Server(log=log).start()
         try:
             with server.use():
                 server.make_bucket("bench")
-                local, remote, per_run = [], [], []
-                docs = 0
+                runs: dict[str, list[tuple[float, float, float, int]]] = {"local": [], "s3": []}
+                per_run = []
                 for i in range(args.repeats):
-                    seconds, docs = run_once(server, str(Path(tmp, f"local-{i}")), args.warcs, tmp)
-                    local.append(seconds)
-                    offset = log.stat().st_size
-                    seconds, docs = run_once(server, f"s3://bench/run-{i}", args.warcs, tmp)
-                    remote.append(seconds)
-                    time.sleep(0.5)  # the server's last log lines
-                    per_run.append(requests(log, offset))
+                    for side in ("local", "s3") if i % 2 == 0 else ("s3", "local"):
+                        out = str(Path(tmp, f"local-{i}")) if side == "local" else f"s3://bench/run-{i}"
+                        offset = log.stat().st_size
+                        runs[side].append(run_once(server, out, args.warcs, tmp))
+                        if side == "s3":
+                            time.sleep(0.5)  # the server's last log lines
+                            per_run.append(requests(log, offset))
                 mix_local, mix_remote, mix_sent = mixture_side_by_side(server, log, Path(tmp), args.repeats)
         finally:
             server.stop()
-    ratio = median(local) / median(remote)
+    local, remote = ([r[0] for r in runs[side]] for side in ("local", "s3"))
+    docs = runs["s3"][-1][3]
     sent = per_run[-1]
     shape = f"{len(args.warcs)} WARC file(s), {docs} HTML documents"
-    print(f"input: {shape}; {args.repeats} repeats, {os.cpu_count()} CPUs")
-    print(f"{'out':10} {'wall s (median)':>16} {'docs/s':>8}   runs")
-    for name, times in (("local", local), ("s3 (moto)", remote)):
-        runs = ", ".join(f"{t:.1f}" for t in times)
-        print(f"{name:10} {median(times):>16.1f} {docs / median(times):>8.2f}   {runs}")
-    print(f"throughput ratio s3 / local: {ratio:.2f}x (goal >= 0.9x)")
+    print(f"input: {shape}; {args.repeats} pairs, {os.cpu_count()} CPUs")
+    print(f"load average (1/5/15 min): {load_before} before, {load()} after")
+    print("CPU s: the run's processes, and the S3 server's (moto, on the same cores; a real store's is not)")
+    header = f"{'out':10} {'wall s (median)':>16} {'docs/s':>8} {'CPU s run':>10} {'CPU s server':>13}"
+    print(f"{header}   wall s of each run")
+    for name, side in (("local", "local"), ("s3 (moto)", "s3")):
+        times, cpus, served = ([r[k] for r in runs[side]] for k in range(3))
+        each = ", ".join(f"{t:.1f}" for t in times)
+        cpu = f"{median(cpus):>10.1f} {median(served):>13.1f}"
+        print(f"{name:10} {median(times):>16.1f} {docs / median(times):>8.2f} {cpu}   {each}")
+    print(f"throughput ratio s3 / local: {ratios(local, remote)} (goal >= 0.9x)")
     total = sum(sent.values())
     methods = ", ".join(f"{m} {n}" for m, n in sent.most_common())
     print(f"requests to the store per run: {total} ({methods}); {total / max(docs, 1):.2f} per document read")
     print(f"\nmixture build (one epoch of the kept documents): {args.repeats} repeats")
     for name, times in (("local", mix_local), ("s3 (moto)", mix_remote)):
         print(f"{name:10} {median(times):>16.2f} s   {', '.join(f'{t:.2f}' for t in times)}")
-    print(f"mixture ratio s3 / local: {median(mix_local) / median(mix_remote):.2f}x (goal >= 0.9x)")
+    print(f"mixture ratio s3 / local: {ratios(mix_local, mix_remote)} (goal >= 0.9x)")
     total = sum(mix_sent.values())
     methods = ", ".join(f"{m} {n}" for m, n in mix_sent.most_common())
     print(f"mixture requests to the store per build: {total} ({methods})")

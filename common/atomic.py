@@ -3,7 +3,8 @@
 The one temp-file-fsync-rename implementation of the project; every room writes through it. Object stores
 have no rename, but an object becomes visible only when its upload completes (one PUT, or a completed
 multipart upload): for a URL the content is written to a local temp file (under the run's scratch) and
-uploaded to the final key once complete, so a killed writer leaves no partial object."""
+uploaded to the final key once complete, so a killed writer leaves no partial object (in the background
+where the caller waits for it before its completion marker: ``common.uploads``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from common.storage import filesystem, is_remote, scratch_name
+from common.uploads import upload_later
 
 
 def _current_umask() -> int:
@@ -54,11 +56,17 @@ def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
 
 @contextlib.contextmanager
 def _upload_on_success(url: str) -> Iterator[BinaryIO]:
+    """The content goes to a local temp file, uploaded once complete: now, or in the background inside
+    ``common.uploads.background_uploads`` (whose end waits for it)."""
     fs, key = filesystem(url)
-    with tempfile.NamedTemporaryFile(prefix=f".{scratch_name(key)}.", suffix=".tmp") as handle:
-        yield handle  # type: ignore[misc]
-        handle.flush()
-        fs.put_file(handle.name, key)
+    fd, local = tempfile.mkstemp(prefix=f".{scratch_name(key)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+    except BaseException:
+        os.unlink(local)
+        raise
+    upload_later(fs, local, key)
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:

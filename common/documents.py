@@ -4,7 +4,9 @@ Curate and dedup both write documents with ``DocumentWriter``, datatrove's ``Par
 
 * atomic: a task writes ``<name>.tmp`` and renames it on a clean close; if the pipeline raises, the
   temporary files are deleted, so a killed or failed task leaves nothing half-written and a rerun
-  (datatrove redoes unfinished tasks) neither loses nor duplicates a document;
+  (datatrove redoes unfinished tasks) neither loses nor duplicates a document. On an object store (no
+  rename) the file is written in the node's scratch and uploaded to its final key on a clean close, in the
+  background while the task goes on (``common.uploads``: the task completes only once it landed);
 * schema-stable: the columns are fixed before the first row, either given (curate knows its signals)
   or the union of an input folder's files plus added columns, read at the first write (dedup's input
   may not exist when its pipeline is built). datatrove's default infers the schema from the first
@@ -16,16 +18,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from datatrove.data import Document
-from datatrove.io import DataFolderLike, get_datafolder
+from datatrove.io import DataFolderLike, OutputFileManager, get_datafolder
 from datatrove.pipeline.writers.parquet import ParquetWriter
 
-from common.storage import as_path, is_remote
+from common.storage import as_path, is_remote, on_object_store
+from common.uploads import upload_later
 
 STRING_COLUMNS = ("url", "dump", "date", "warc_path", "language", "filter_reason")
 DOCUMENT_GLOB = "**/*.parquet"
@@ -85,6 +89,22 @@ def _coercion(type_: pa.DataType) -> Callable[[Any], Any] | None:
     return None
 
 
+class StagedFiles(OutputFileManager):
+    """A writer's open files when its folder is on an object store: local files in the node's scratch
+    (``tempfile``'s folder, the run's ``--scratch``), made in the task's process, uploaded whole once closed."""
+
+    def __init__(self) -> None:
+        super().__init__(fs=None, mode="wb", compression=None)
+        self.local: dict[str, str] = {}  # output name -> its local file
+
+    def get_file(self, filename: str) -> Any:
+        if filename not in self._output_files:
+            fd, path = tempfile.mkstemp(prefix=".", suffix=f"-{os.path.basename(filename)}")
+            self.local[filename] = path
+            self._output_files[filename] = os.fdopen(fd, "wb")
+        return self._output_files[filename]
+
+
 class DocumentWriter(ParquetWriter):
     """zstd parquet, one file per task (``${rank}.parquet`` by default), committed by rename.
 
@@ -115,6 +135,9 @@ class DocumentWriter(ParquetWriter):
         )
         self.schema_from = schema_from
         self.extra_fields = list(extra_fields)
+        self.staged = on_object_store(self.output_folder.fs)
+        if self.staged:
+            self.output_mg = StagedFiles()
         self._tmp_files: set[str] = set()
         self._columns: tuple[pa.Schema, list[tuple[str, Callable[[Any], Any] | None]]] | None = None
 
@@ -146,7 +169,12 @@ class DocumentWriter(ParquetWriter):
     def close(self) -> None:
         super().close()
         for tmp in sorted(self._tmp_files):
-            self.output_folder.mv(tmp, tmp.removesuffix(TMP_SUFFIX))
+            final = tmp.removesuffix(TMP_SUFFIX)
+            if self.staged:
+                local = self.output_mg.local.pop(tmp)
+                upload_later(self.output_folder.fs, local, self.output_folder.resolve_paths(final))
+            else:
+                self.output_folder.mv(tmp, final)
         self._tmp_files.clear()
 
     def abort(self) -> None:
@@ -160,7 +188,10 @@ class DocumentWriter(ParquetWriter):
             self.output_mg.close()
         for tmp in self._tmp_files:
             with contextlib.suppress(FileNotFoundError):
-                self.output_folder.rm(tmp)
+                if self.staged:
+                    os.unlink(self.output_mg.local.pop(tmp, ""))
+                else:
+                    self.output_folder.rm(tmp)
         self._tmp_files.clear()
 
     def __exit__(self, exc_type: object, exc_val: object, exc_tb: object) -> None:

@@ -88,6 +88,13 @@ def same_place(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     return Path(local_path(a)).resolve() == Path(local_path(b)).resolve()
 
 
+def on_object_store(fs: fsspec.AbstractFileSystem) -> bool:
+    """Whether ``fs`` is a bucketed object store: no rename (a "move" is a copy and a delete), and an object
+    appears only once its upload completes (so a writer can stream to the final key, or upload it whole)."""
+    protocols = fs.protocol
+    return bool(({protocols} if isinstance(protocols, str) else set(protocols)) & BUCKETED)
+
+
 def filesystem(path: str | os.PathLike[str], **options: Any) -> tuple[fsspec.AbstractFileSystem, str]:
     """The fsspec file system of ``path`` and the path inside it (credentials from the usual variables)."""
     return fsspec.core.url_to_fs(str(path), **options)
@@ -157,6 +164,41 @@ def read_matching(folder: str | os.PathLike[str], pattern: str) -> list[bytes]:
     except FileNotFoundError:
         return []
     names = sorted(e["name"] for e in listed if e["type"] == "file" and fnmatch(e["name"].rsplit("/", 1)[-1], pattern))
+    return _cat_many(fs, names)
+
+
+def files_by_folder(folder: str | os.PathLike[str], pattern: str = "*") -> dict[str, list[str]]:
+    """The files ``pattern`` matches directly inside each subfolder of ``folder``, by subfolder name, as
+    ``<subfolder>/<name>`` (sorted); nothing when ``folder`` is missing.
+
+    On a store: one listing of the whole tree (a listing per subfolder was a round trip each, one after the
+    other: the driver asks it of every stage's stats and completions)."""
+    grouped: dict[str, list[str]] = {}
+    if not is_remote(folder):
+        root = Path(local_path(folder))
+        found = sorted(p.relative_to(root).as_posix() for p in root.glob(f"*/{pattern}") if p.is_file())
+    else:
+        fs, inner = filesystem(folder)
+        inner = inner.rstrip("/")
+        found = sorted(name[len(inner) + 1 :] for name in fs.find(inner))
+    for rel in found:
+        sub, _, name = rel.partition("/")
+        if name and "/" not in name and fnmatch(name, pattern):
+            grouped.setdefault(sub, []).append(rel)
+    return grouped
+
+
+def read_files(folder: str | os.PathLike[str], names: list[str]) -> list[bytes]:
+    """The content of ``folder/<name>`` for each name, in order; on a store one GET each, sent together."""
+    if not is_remote(folder):
+        root = Path(local_path(folder))
+        return [(root / name).read_bytes() for name in names]
+    fs, inner = filesystem(folder)
+    return _cat_many(fs, [f"{inner.rstrip('/')}/{name}" for name in names])
+
+
+def _cat_many(fs: Any, names: list[str]) -> list[bytes]:
+    """Small objects read whole, concurrently where the file system is asynchronous."""
     options = getattr(fs, "small_read_options", {})
     if not fs.async_impl:  # memory://, ...: one at a time
         return [fs.cat_file(name, **options) for name in names]

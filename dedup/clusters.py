@@ -10,6 +10,7 @@ no cluster get size 1 and id -1 (datatrove's convention) and appear in no file.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from datatrove.data import DocumentsPipeline
@@ -17,6 +18,7 @@ from datatrove.io import DataFolder, DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.utils.logging import logger
 
+from common.atomic import atomic_write_text
 from dedup.buckets import band_pairs
 from dedup.components import connected_components
 from dedup.config import DedupConfig
@@ -35,6 +37,7 @@ from dedup.pairs import PAIR
 from dedup.records import Header, RecordWriter, is_valid, open_records
 
 SUMMARY = "summary.json"
+READ_THREADS = 8  # bands read at once from an object store
 CLUSTER_TABLE = np.dtype([("node", "<u8"), ("size", "<u4"), ("cluster", "<i8"), ("keep", "u1")])
 
 
@@ -138,11 +141,16 @@ class DedupClusters(PipelineStep):
     def clustered_nodes(self) -> np.ndarray:
         """The ``cluster_table`` of every document in a cluster: union-find over all bands' pairs."""
         bands = n_bands(self.config, self.kind)
+
+        def read(band: int) -> np.ndarray:
+            return band_pairs(self.pairs_folder, self.signatures_folder, band, bands, self.fingerprint).read_all()
+
         with self.track_time("read_pairs"):
-            parts = [
-                band_pairs(self.pairs_folder, self.signatures_folder, b, bands, self.fingerprint).read_all()
-                for b in range(bands)
-            ]
+            # on a store each band is ~7 round trips (its pairs file's size, header, footer and records, its
+            # signature listing and files' headers): the bands are read side by side, not one after another
+            threads = 1 if self.pairs_folder.is_local() else min(bands, READ_THREADS)
+            with ThreadPoolExecutor(max(threads, 1)) as pool:
+                parts = list(pool.map(read, range(bands)))
             edges = np.concatenate(parts) if parts else np.empty(0, dtype=PAIR)
             del parts
         self.stat_update("pairs", value=len(edges))
@@ -157,7 +165,6 @@ class DedupClusters(PipelineStep):
     def write_summary(self, summary: dict) -> None:
         self.stat_update("clusters", value=summary["clusters"])
         self.stat_update("to_remove", value=summary["removed"])
-        with self.output_folder.open(SUMMARY + ".tmp", "wt") as f:
-            json.dump(summary, f, indent=2)
-        self.output_folder.mv(SUMMARY + ".tmp", SUMMARY)
+        # one PUT on a store (a temp object and a "move" were a copy, a delete and four look-ups)
+        atomic_write_text(self.output_folder.resolve_paths(SUMMARY), json.dumps(summary, indent=2))
         logger.info(f"dedup clusters ({self.kind}): {summary}")

@@ -27,10 +27,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import xxhash
 from datatrove.data import DocumentsPipeline
-from datatrove.io import DataFolderLike, get_datafolder
+from datatrove.io import DataFolder, DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.utils.logging import logger
 
+from common.atomic import atomic_write_text
 from common.documents import DOCUMENT_GLOB
 from common.storage import is_remote, join
 from dedup.buckets import band_signature_files
@@ -55,13 +56,32 @@ def matches_path(band: int) -> str:
     return f"band_{band:02d}.matches"
 
 
+# run_group_salt's answers in this process, by the documents' listing (names, sizes, versions): each band's
+# task asks it of the same files, and a task process runs several bands (on a store, reading the column was
+# a look-up and two ranged reads per file and per band)
+_SALTS: dict[tuple, tuple[int | None, str | None]] = {}
+
+
 def run_group_salt(input_folder: DataFolderLike, group_by: str | None) -> tuple[int | None, str | None]:
     """(salt, group value) of a run's documents: one group (dump) per run, or no grouping (None, None)."""
     if group_by is None:
         return None, None
     folder = get_datafolder(input_folder)
+    listed = folder.glob(DOCUMENT_GLOB, detail=True)  # what datatrove's list_files asks, with the details
+    files = sorted(
+        (name, info.get("size"), str(info.get("ETag") or info.get("mtime") or info.get("LastModified")))
+        for name, info in listed.items()
+        if info["type"] != "directory"
+    )
+    key = (folder.resolve_paths(""), group_by, tuple(files))
+    if key not in _SALTS:
+        _SALTS[key] = _group_salt(folder, [name for name, _, _ in files], group_by)
+    return _SALTS[key]
+
+
+def _group_salt(folder: DataFolder, names: list[str], group_by: str) -> tuple[int | None, str | None]:
     values: set = set()
-    for name in folder.list_files(glob_pattern=DOCUMENT_GLOB):
+    for name in names:
         with folder.open(name, "rb") as f:
             table = pq.read_table(f, columns=[group_by]) if group_by in pq.read_schema(f).names else None
         values |= set(pc.unique(table[group_by]).to_pylist()) if table is not None else {None}
@@ -130,9 +150,7 @@ class DedupIndex(PipelineStep):
         if band == 0:
             meta = {"group_by": self.config.group_by, "group": group, "documents": documents, "bands": bands}
             meta["fingerprint"] = f"{self.fingerprint:#x}"
-            with self.index_folder.open(INDEX_META + ".tmp", "wt") as f:
-                json.dump(meta, f, indent=2)
-            self.index_folder.mv(INDEX_META + ".tmp", INDEX_META)
+            atomic_write_text(self.index_folder.resolve_paths(INDEX_META), json.dumps(meta, indent=2))
 
 
 def check_index(index_folder: str | Path, config: DedupConfig) -> dict:

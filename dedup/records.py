@@ -12,6 +12,7 @@ deduplicating against garbage.
 from __future__ import annotations
 
 import contextlib
+import io
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ import numpy as np
 import xxhash
 from datatrove.io import DataFolder
 
-from common.storage import BUCKETED
+from common.storage import on_object_store
 from dedup.config import FORMAT_VERSION
 
 MAGIC = b"CC2MDDUP"
@@ -29,6 +30,9 @@ END_MAGIC = b"DDUPEND\x00"
 HEADER = struct.Struct("<8s4sIQIII4x")
 FOOTER = struct.Struct("<QQQ8s")
 TMP_SUFFIX = ".tmp"
+# a record file on an object store at most this big is read whole by one GET and kept (its header, footer and
+# records were three ranged GETs, more for each later read); bigger ones are read by ranges as before
+WHOLE_READ_BYTES = 64 * 1024
 
 
 class CorruptFileError(ValueError):
@@ -52,8 +56,7 @@ class Header:
 def streams_to_final_key(folder: DataFolder) -> bool:
     """Whether ``folder`` is on a bucketed object store, whose files (fsspec's buffered uploads) appear only
     once their upload completes and can be discarded before."""
-    protocols = folder.fs.protocol
-    return bool(({protocols} if isinstance(protocols, str) else set(protocols)) & BUCKETED)
+    return on_object_store(folder.fs)
 
 
 class RecordWriter:
@@ -123,6 +126,7 @@ class RecordFile:
     extra: int
     checksum: int
     dtype: np.dtype
+    content: bytes | None = None  # the whole file, when it was small enough to read by one request
 
     @property
     def where(self) -> str:
@@ -133,7 +137,9 @@ class RecordFile:
         digest = xxhash.xxh64()
         left = self.n_records
         rs = self.dtype.itemsize
-        with open_sized(self.folder, self.path, HEADER.size + self.n_records * rs + FOOTER.size) as f:
+        size = HEADER.size + self.n_records * rs + FOOTER.size
+        opened = io.BytesIO(self.content) if self.content is not None else open_sized(self.folder, self.path, size)
+        with opened as f:
             f.seek(HEADER.size)
             while left:
                 n = min(left, block_records)
@@ -186,10 +192,20 @@ def open_records(
         raise CorruptFileError(f"{where}: missing (was an earlier stage interrupted or a file deleted?)") from None
     if size < HEADER.size + FOOTER.size:
         raise CorruptFileError(f"{where}: truncated ({size} bytes, smaller than header + footer)")
-    with open_sized(folder, path, size) as f:
-        head = f.read(HEADER.size)
-        f.seek(size - FOOTER.size)
-        foot = f.read(FOOTER.size)
+    content = None
+    if size <= WHOLE_READ_BYTES and not folder.is_local():
+        try:
+            content = folder.cat_file(path, **getattr(folder.fs, "small_read_options", {}))
+        except FileNotFoundError:
+            raise CorruptFileError(f"{where}: missing (was an earlier stage interrupted or a file deleted?)") from None
+        if len(content) != size:
+            raise CorruptFileError(f"{where}: changed while read ({len(content)} bytes, listed with {size})")
+        head, foot = content[: HEADER.size], content[size - FOOTER.size :]
+    else:
+        with open_sized(folder, path, size) as f:
+            head = f.read(HEADER.size)
+            f.seek(size - FOOTER.size)
+            foot = f.read(FOOTER.size)
     magic, fkind, version, fp, frank, fworld, rsize = HEADER.unpack(head)
     if magic != MAGIC:
         raise CorruptFileError(f"{where}: not a cc2model dedup file (foreign or corrupt header)")
@@ -215,7 +231,7 @@ def open_records(
     if size != expected:
         raise CorruptFileError(f"{where}: truncated or padded: {size} bytes, expected {expected}")
     header = Header(fkind, fp, frank, fworld, rsize)
-    return RecordFile(folder, path, header, n_records, extra, checksum, dtype)
+    return RecordFile(folder, path, header, n_records, extra, checksum, dtype, content)
 
 
 def is_valid(

@@ -21,9 +21,42 @@ from pipelines.layout import StageFolder
 __all__ = ["EXECUTORS", "ExecutorError", "make_executor"]
 
 
+class RunLocalExecutor(LocalPipelineExecutor):
+    """datatrove's local executor, asking which tasks completed once per stage: one listing of the stage's
+    ``completions/`` when the stage starts, instead of a look-up per task (datatrove checks each rank again
+    in the task's own process: on a store a HEAD each, one round trip before any work) and a second listing
+    for the ranks to run. The listing stays true for the stage: the run lock keeps any other writer out, and
+    only this stage's tasks complete ranks. Once the stage ran, the question is asked of the store again."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._completed: frozenset[str] | None = None  # listed once, then travels with the pickled executor
+
+    def _completed_now(self) -> frozenset[str]:
+        if self._completed is None:
+            self._completed = frozenset(self.logging_dir.list_files("completions"))
+        return self._completed
+
+    def is_rank_completed(self, rank: int) -> bool:
+        return self.skip_completed and f"completions/{rank:05d}" in self._completed_now()
+
+    def get_incomplete_ranks(self, ranks: Any = None, skip_completed: bool | None = None) -> list[int]:
+        if self._completed is None:  # not during run(): which ranks are missing now (the executor's errors)
+            return super().get_incomplete_ranks(ranks, skip_completed)
+        skip = self.skip_completed if skip_completed is None else skip_completed
+        ranks = ranks if ranks is not None else range(self.world_size)
+        return [rank for rank in ranks if not skip or f"completions/{rank:05d}" not in self._completed]
+
+    def run(self) -> Any:
+        try:
+            return super().run()
+        finally:
+            self._completed = None
+
+
 def local_executor(pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, **_: Any) -> PipelineExecutor:
     workers = min(workers, tasks)
-    return LocalPipelineExecutor(pipeline, tasks, workers, logging_dir, skip_completed=True, start_method="fork")
+    return RunLocalExecutor(pipeline, tasks, workers, logging_dir, skip_completed=True, start_method="fork")
 
 
 def ray_executor(pipeline: list, **options: Any) -> PipelineExecutor:

@@ -31,6 +31,7 @@ from common.scratch import scratch_dir
 from common.slurm import SubmissionDeclined, confirm_submission
 from common.slurm_arrays import SlurmTasksFailed
 from common.storage import StorageError, as_path, check_store, is_remote, same_place
+from common.uploads import uploads_before_completion
 from curate.pipeline import build_curate_pipeline
 from dedup.star import add_cluster_arguments, cluster_settings
 from pipelines.costs import process_cpu_seconds, record_cpu
@@ -179,8 +180,13 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def run_stage(args: argparse.Namespace, layout: RunLayout, name: str, pipeline: list, tasks: int) -> int:
-    """One stage on the chosen executor, its logs, stats and completions filed under ``name``; its task count."""
+    """One stage on the chosen executor, its logs, stats and completions filed under ``name``; its task count.
+
+    On a store, each task's document files upload in the background while it goes on, and it completes only
+    once they landed (``common.uploads``)."""
     workers = args.workers or os.cpu_count() or 1
+    if is_remote(layout.root):
+        pipeline = [*pipeline, uploads_before_completion]
     start = process_cpu_seconds()
     make_executor(args.executor, pipeline, tasks, workers, layout.stage_folder(name), **executor_options(args)).run()
     if args.executor == "local":  # tasks elsewhere spend CPU this process cannot see

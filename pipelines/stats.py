@@ -13,7 +13,7 @@ from typing import Any
 from datatrove.utils.stats import PipelineStats
 
 from common.atomic import atomic_write_text
-from common.storage import read_matching
+from common.storage import files_by_folder, read_files
 
 METRICS = ("doc_len", "doc_len_tokens", "documents")  # distributions, not counts
 COUNTED = ("total", "forwarded", "dropped")  # the step's own columns in the summary
@@ -23,9 +23,9 @@ def _total(value: Any) -> float:
     return value.get("total", 0) if isinstance(value, dict) else value or 0
 
 
-def merge_stage(stage_dir: Path) -> PipelineStats | None:
-    """Sum all task stats files of one stage (None when the stage has none yet)."""
-    stats = [PipelineStats.from_json(json.loads(text)) for text in read_matching(stage_dir, "*.json")]
+def merge_stage(texts: list[bytes]) -> PipelineStats | None:
+    """Sum the task stats files of one stage (None when the stage has none yet)."""
+    stats = [PipelineStats.from_json(json.loads(text)) for text in texts]
     return sum(stats[1:], stats[0]) if stats else None
 
 
@@ -66,9 +66,14 @@ def summarize_step(step: dict) -> dict:
 def merge_run_stats(root: Path, stages: list[str], tasks: dict[str, int] | None = None) -> dict:
     """Write ``root/stats.json`` (all stages, all tasks on disk) and return it."""
     out: dict[str, Any] = {"stages": {}}
+    # every stage's stats files and completions by two listings, the stats read together (on a store: a
+    # listing of each and a read of the stats per stage, one after another, were 3 round trips a stage)
+    stats_files, completions = files_by_folder(root / "stats", "*.json"), files_by_folder(root / "completions")
+    names = [name for stage in stages for name in stats_files.get(stage, [])]
+    texts = dict(zip(names, read_files(root / "stats", names), strict=True))
     for stage in stages:
-        merged = merge_stage(root / "stats" / stage)
-        entry: dict[str, Any] = {"tasks_completed": len(list((root / "completions" / stage).glob("*")))}
+        merged = merge_stage([texts[name] for name in stats_files.get(stage, [])])
+        entry: dict[str, Any] = {"tasks_completed": len(completions.get(stage, []))}
         if tasks and stage in tasks:
             entry["tasks_total"] = tasks[stage]
         entry["steps"] = [summarize_step(s.to_dict()) for s in merged.stats] if merged else []

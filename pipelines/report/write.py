@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from common.atomic import atomic_write_text
 from common.storage import as_path, is_remote
+from common.uploads import background_uploads
 from pipelines.report.data import NEWLY, RunInfo, RunUnreadable, load_run, newly, reader_counters, resolve_run_dir
 from pipelines.report.html import render
 from pipelines.report.plots import draw_all
@@ -224,7 +225,8 @@ def add_evaluation(run_dir: Path) -> Path:
 
 
 def _write(data: dict, folder: Path) -> Path:
-    images = draw_all(data, folder)
+    with background_uploads():  # on a store each PNG uploads while the next is drawn; the page after them
+        images = draw_all(data, folder)
     for name, text in (("report.json", json.dumps(data, indent=1, default=str)), ("index.html", render(data, images))):
         atomic_write_text(folder / name, text)
         if not is_remote(folder):

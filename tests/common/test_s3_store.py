@@ -1,5 +1,6 @@
 """The requests ``s3://`` sends for a run's questions (moto on 127.0.0.1, real s3fs): each answered by the
-fewest requests, with s3fs's answers (common/s3_store.py, common/storage.py read_matching / read_or_none)."""
+fewest requests, with s3fs's answers (common/s3_store.py, common/storage.py read_matching / read_or_none /
+files_by_folder, the local executor's completed tasks)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 import pytest
 from datatrove.io import get_datafolder
 
-from common.storage import filesystem, read_matching, read_or_none
+from common.storage import files_by_folder, filesystem, read_files, read_matching, read_or_none
 from dedup.records import open_sized
+from pipelines.executors import local_executor
+from pipelines.layout import StageFolder
 from tests.support.s3_server import s3, s3_server_session  # noqa: F401
 
 
@@ -64,3 +67,28 @@ def test_reading_many_small_files_is_one_listing_and_a_get_each(s3, tmp_path: Pa
     assert read_or_none("s3://many/run/stats/00001.json") == b'{"task": 1}'
     assert read_or_none("s3://many/run/cpu.json") is None and read_or_none(tmp_path / "cpu.json") is None
     assert calls == Counter(GetObject=2)
+
+
+def test_the_driver_asks_every_stage_s_files_by_one_listing(s3, tmp_path: Path) -> None:  # noqa: F811
+    """The run's stats merge (every stage's stats and completions) and a stage's completed tasks."""
+    s3.make_bucket("grouped")
+    fs, calls = counted("s3://grouped/run")
+    for stage in ("curate", "dedup_buckets"):
+        (tmp_path / "stats" / stage).mkdir(parents=True)
+        for i in range(3):
+            fs.pipe_file(f"grouped/run/stats/{stage}/{i:05d}.json", f'{{"{stage}": {i}}}'.encode())
+            (tmp_path / "stats" / stage / f"{i:05d}.json").write_text(f'{{"{stage}": {i}}}')
+        fs.pipe_file(f"grouped/run/completions/{stage}/00001", b"")
+    fs.pipe_file("grouped/run/stats/curate.json", b"{}")  # a stage's own merge: not a task's stats
+    calls.clear()
+    grouped = files_by_folder("s3://grouped/run/stats", "*.json")
+    assert grouped == files_by_folder(tmp_path / "stats", "*.json")
+    assert grouped["curate"] == ["curate/00000.json", "curate/00001.json", "curate/00002.json"]
+    names = grouped["curate"] + grouped["dedup_buckets"]
+    assert read_files("s3://grouped/run/stats", names) == read_files(tmp_path / "stats", names)
+    assert calls == Counter(ListObjectsV2=1, GetObject=6)
+    calls.clear()
+    executor = local_executor([], 3, 2, StageFolder("s3://grouped/run", "dedup_buckets"))
+    assert [executor.is_rank_completed(r) for r in range(3)] == [False, True, False]
+    assert executor.get_incomplete_ranks() == [0, 2]
+    assert calls == Counter(ListObjectsV2=1)  # not a HEAD per task, nor a second listing
