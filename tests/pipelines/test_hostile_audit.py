@@ -165,6 +165,8 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
      {"spec.yaml": _ablation("{docs}", tokens=10**9, max_repetition=4)}, "cannot be met"),
     ("lid-eval-out-folder-missing", "classifiers.lid_eval", ["--data", "{tmp}/s.jsonl", "--out", "{tmp}/no/l.json"],
      {"s.jsonl": '{"text": "hello", "lang": "en"}\n'}, "--out"),
+    # the store surface (issue 30's third audit): a local path where a URL belongs and the other way round
+    ("lock-break-a-local-folder", "common.object_lock", ["--break", "{tmp}/folder"], {}, "not a store URL"),
 ]
 
 
