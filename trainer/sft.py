@@ -71,7 +71,7 @@ from trainer.schedule import ScheduleKind  # noqa: E402
 from trainer.sft_data import ChatEncoder, Rows, SFTDataError, encode_rows, read_conversations, split_held_out  # noqa: E402
 from trainer.stability import SpikeConfig, SpikeGuard  # noqa: E402
 from trainer.store import StoreRun, fetch_model, on_each_node, scratch_folder, staged  # noqa: E402
-from trainer.train_config import path_or_url  # noqa: E402
+from trainer.train_config import check_scratch, path_or_url  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,7 @@ class SFTConfig:
             raise ValueError("--seq-len must be >= 2 and --max-steps >= 1")
         if not self.optim.lr > 0:
             raise ValueError(f"--lr must be > 0, got {self.optim.lr}")
+        check_scratch(self.scratch)
         if self.lora_rank < 0:
             raise ValueError(f"--lora-rank must be >= 0, got {self.lora_rank}")
         self.lora()  # a bad LoRA setting is refused now
@@ -519,7 +520,8 @@ def parse_args(argv: list[str] | None = None) -> SFTConfig:
         elif f.name in ("tokenizer", "val_data"):
             parser.add_argument(flag, type=path_or_url)
         elif f.name == "scratch":
-            parser.add_argument(flag, type=Path, help="node-local folder where URL flags are staged (default: temp)")
+            help_ = "node-local folder where URL flags are staged (default: temp)"
+            parser.add_argument(flag, type=path_or_url, help=help_)
         else:  # int, float or str, as the default is
             default = getattr(defaults, f.name)
             parser.add_argument(flag, type=type(default) if default is not None else int, default=default)

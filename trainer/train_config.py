@@ -137,6 +137,7 @@ class TrainConfig:
             raise ValueError(f"--muon-momentum must be in [0, 1), got {optim.muon_momentum}")
         if not (math.isfinite(optim.muon_qk_clip) and optim.muon_qk_clip >= 0):
             raise ValueError(f"--muon-qk-clip must be >= 0 (0: off), got {optim.muon_qk_clip}")
+        check_scratch(self.scratch)
         if self.eval_task and (self.tp > 1 or self.pp > 1):
             raise ValueError("--eval-task runs under FSDP / HSDP layouts only (--tp 1 --pp 1)")
         warmup, decay, z_loss = optim.warmup_steps or 0, optim.wsd_decay_fraction, optim.z_loss
@@ -287,6 +288,13 @@ def _flag_fields() -> list[tuple[str, Any, Any]]:
             default = f.default_factory() if f.default_factory is not MISSING else f.default
             out.append((f.name, hints[f.name], default))
     return out
+
+
+def check_scratch(scratch: Path | str | None) -> None:
+    """`--scratch` is where this node stages the store's copies: a URL there became the local folder
+    ``./s3:/bucket/...`` (pathlib folds ``//``), written beside the working directory instead of refused."""
+    if scratch is not None and is_remote(str(scratch)):
+        raise ValueError(f"--scratch {scratch}: must be a node-local folder, not a URL (the store's copies go there)")
 
 
 def path_or_url(text: str) -> Path | str:

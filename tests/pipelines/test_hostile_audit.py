@@ -28,6 +28,7 @@ from tests.support.trainer_inputs import synthetic_run_inputs
 SAMPLE = str(REPO / "pipelines" / "sample" / "sample.warc.gz")
 MC_LINE = json.dumps({"context": "w1", "choices": ["w2", "w3"], "gold": 0}) + "\n"
 TRAIN = ["--shards", "{shards}", "--tokenizer", "{tok}", "--device", "cpu", "--no-bf16"]
+SFT = ["--base", "{model}", "--data", "{tmp}/garbage.json", "--device", "cpu", "--no-bf16"]
 
 
 def _mix(docs: str, **changes: object) -> dict:
@@ -167,6 +168,9 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
      {"s.jsonl": '{"text": "hello", "lang": "en"}\n'}, "--out"),
     # the store surface (issue 30's third audit): a local path where a URL belongs and the other way round
     ("lock-break-a-local-folder", "common.object_lock", ["--break", "{tmp}/folder"], {}, "not a store URL"),
+    ("train-scratch-a-url", "trainer.fsdp_train", [*TRAIN, "--out", "{tmp}/out", "--scratch", "s3://bucket/x"], {},
+     "--scratch"),
+    ("sft-scratch-a-url", "trainer.sft", [*SFT, "--out", "memory://sft/o", "--scratch", "s3://bucket/x"], {}, "--scratch"),
 ]
 
 
