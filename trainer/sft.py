@@ -71,7 +71,7 @@ from trainer.schedule import ScheduleKind  # noqa: E402
 from trainer.sft_data import ChatEncoder, Rows, SFTDataError, encode_rows, read_conversations, split_held_out  # noqa: E402
 from trainer.stability import SpikeConfig, SpikeGuard  # noqa: E402
 from trainer.store import StoreRun, fetch_model, on_each_node, scratch_folder, staged  # noqa: E402
-from trainer.train_config import check_scratch, path_or_url  # noqa: E402
+from trainer.train_config import check_optim, check_scratch, path_or_url  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +122,7 @@ class SFTConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
         if (self.seq_len is not None and self.seq_len < 2) or (self.max_steps is not None and self.max_steps < 1):
             raise ValueError("--seq-len must be >= 2 and --max-steps >= 1")
-        if not self.optim.lr > 0:
-            raise ValueError(f"--lr must be > 0, got {self.optim.lr}")
+        check_optim(self.optim)  # --lr inf fine-tuned to NaNs and exited 0
         check_scratch(self.scratch)
         if self.lora_rank < 0:
             raise ValueError(f"--lora-rank must be >= 0, got {self.lora_rank}")

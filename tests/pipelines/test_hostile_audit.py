@@ -170,7 +170,9 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
     ("lock-break-a-local-folder", "common.object_lock", ["--break", "{tmp}/folder"], {}, "not a store URL"),
     ("train-scratch-a-url", "trainer.fsdp_train", [*TRAIN, "--out", "{tmp}/out", "--scratch", "s3://bucket/x"], {},
      "--scratch"),
-    ("sft-scratch-a-url", "trainer.sft", [*SFT, "--out", "memory://sft/o", "--scratch", "s3://bucket/x"], {}, "--scratch"),
+    ("sft-scratch-a-url", "trainer.sft", [*SFT, "--out", "memory://sft/o", "--scratch", "s3://bucket/x"], {},
+     "--scratch"),
+    ("sft-lr-inf", "trainer.sft", [*SFT, "--out", "{tmp}/out", "--lr", "inf"], {}, "--lr"),
 ]
 
 
