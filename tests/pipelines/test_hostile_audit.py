@@ -26,6 +26,7 @@ from tests.support.cli import REPO
 from tests.support.trainer_inputs import synthetic_run_inputs
 
 SAMPLE = str(REPO / "pipelines" / "sample" / "sample.warc.gz")
+DCLM = (REPO / "pipelines" / "recipes" / "dclm.yaml").read_text()
 MC_LINE = json.dumps({"context": "w1", "choices": ["w2", "w3"], "gold": 0}) + "\n"
 TRAIN = ["--shards", "{shards}", "--tokenizer", "{tok}", "--device", "cpu", "--no-bf16"]
 SFT = ["--base", "{model}", "--data", "{tmp}/garbage.json", "--device", "cpu", "--no-bf16"]
@@ -173,6 +174,11 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
     ("sft-scratch-a-url", "trainer.sft", [*SFT, "--out", "memory://sft/o", "--scratch", "s3://bucket/x"], {},
      "--scratch"),
     ("sft-lr-inf", "trainer.sft", [*SFT, "--out", "{tmp}/out", "--lr", "inf"], {}, "--lr"),
+    # a BFF recipe's filter size: .nan was a traceback (in pipelines.run after curating), 1.5 was planned and run
+    ("plan-bff-expected-ngrams-nan", "pipelines.plan", ["sample", "--recipe", "{tmp}/r.yaml"],
+     {"r.yaml": DCLM.replace("bff_expected_ngrams: null", "bff_expected_ngrams: .nan")}, "bff_expected_ngrams"),
+    ("run-bff-expected-ngrams-fraction", "pipelines.run", [SAMPLE, "--recipe", "{tmp}/r.yaml", "--out", "{tmp}/out"],
+     {"r.yaml": DCLM.replace("bff_expected_ngrams: null", "bff_expected_ngrams: 1.5")}, "bff_expected_ngrams"),
 ]
 
 
