@@ -42,6 +42,12 @@ def _ablation(path: str, **changes: object) -> dict:
     return {"datasets": [{"name": "a", "path": path}], "tokens": 100_000, "tasks": {}, **changes}
 
 
+def _costs(**changes: object) -> dict:
+    """The shipped cost table with the DCLM recipe's figures changed."""
+    table = json.loads((REPO / "pipelines" / "recipes" / "costs.json").read_text())
+    return {**table, "dclm": {**table["dclm"], **changes}}
+
+
 # (id, module, argv, files to write first {name: text or JSON-able}, a word the error line holds)
 CASES: list[tuple[str, str, list[str], dict, str]] = [
     # outputs written over, into or around what the run reads
@@ -177,6 +183,11 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
     # a BFF recipe's filter size: .nan was a traceback (in pipelines.run after curating), 1.5 was planned and run
     ("plan-bff-expected-ngrams-nan", "pipelines.plan", ["sample", "--recipe", "{tmp}/r.yaml"],
      {"r.yaml": DCLM.replace("bff_expected_ngrams: null", "bff_expected_ngrams: .nan")}, "bff_expected_ngrams"),
+    # a hand-edited --costs table: a NaN figure was a traceback in the BFF arithmetic, a negative one a plan
+    ("plan-costs-figure-nan", "pipelines.plan", ["sample", "--recipe", "{tmp}/r.yaml", "--costs", "{tmp}/c.json"],
+     {"r.yaml": DCLM, "c.json": _costs(bff_ngrams_per_curated_doc=float("nan"))}, "bff_ngrams_per_curated_doc"),
+    ("plan-costs-figure-negative", "pipelines.plan", ["sample", "--recipe", "{tmp}/r.yaml", "--costs", "{tmp}/c.json"],
+     {"r.yaml": DCLM, "c.json": _costs(peak_rss_mb=-5.0)}, "peak_rss_mb"),
     ("run-bff-expected-ngrams-fraction", "pipelines.run", [SAMPLE, "--recipe", "{tmp}/r.yaml", "--out", "{tmp}/out"],
      {"r.yaml": DCLM.replace("bff_expected_ngrams: null", "bff_expected_ngrams: 1.5")}, "bff_expected_ngrams"),
 ]
