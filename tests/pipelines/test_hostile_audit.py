@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -282,3 +283,28 @@ def test_an_export_into_a_live_training_runs_folder_is_refused(inputs: dict[str,
         holder.wait()
     code, stderr = _in_process("trainer.export_hf", argv)  # the run ended: the export's own checks speak
     assert code == 2 and "being written" not in stderr and "not a checkpoint" in stderr, stderr
+
+
+def _unlocked(root: Path) -> dict[str, tuple[int, int]]:
+    return {path: stat for path, stat in _listing(root).items() if not path.endswith("/.lock")}
+
+
+PLANTED = {"list": "[1, 2]", "local": '{"url": "/etc", "block_bytes": 0, "cache_bytes": 0}'}
+
+
+@pytest.mark.parametrize("source", PLANTED.values(), ids=PLANTED.keys())
+def test_a_planted_store_source_in_local_shards_is_refused(
+    inputs: dict[str, Path], tmp_path: Path, source: str
+) -> None:
+    """A `store_source.json` (what `trainer.store` stages beside a store mixture's manifest) planted in a local
+    --shards folder: a list was a traceback; a local path as its URL was read from, a cache made inside the
+    mixture. Refused in one line naming the file, nothing written but the read lock's file."""
+    mix = tmp_path / "mix"
+    shutil.copytree(inputs["shards"], mix)
+    (mix / "store_source.json").write_text(source)
+    (mix / ".lock").touch()  # the read lock's file (the reader writes its record there): left out below
+    before = _unlocked(tmp_path)
+    argv = ["--shards", str(mix), "--tokenizer", str(inputs["tok"]), "--out", str(tmp_path / "out"), *TRAIN[4:]]
+    code, stderr = _in_process("trainer.fsdp_train", argv)
+    assert code == 2 and stderr.count("\n") == 1 and "store_source.json" in stderr, stderr[-3000:]
+    assert _unlocked(tmp_path) == before
