@@ -181,6 +181,17 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
     ("sft-scratch-a-url", "trainer.sft", [*SFT, "--out", "memory://sft/o", "--scratch", "s3://bucket/x"], {},
      "--scratch"),
     ("sft-lr-inf", "trainer.sft", [*SFT, "--out", "{tmp}/out", "--lr", "inf"], {}, "--lr"),
+    # evals.ablate's pre-checks: a budget beyond a float was a traceback; an infinite repetition, a garbage
+    # tokenizer or one whose folder holds --out failed in mixtures.build, after --out was begun
+    ("ablate-tokens-beyond-a-float", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
+     {"spec.yaml": _ablation("{docs}", tokens=10**400)}, "cannot be met"),
+    ("ablate-max-repetition-inf", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
+     {"spec.yaml": "datasets: [{name: a, path: '{docs}'}]\ntasks: {}\ntokens: 100000\nmax_repetition: .inf\n"},
+     "max_repetition"),
+    ("ablate-tokenizer-garbage", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
+     {"spec.yaml": _ablation("{docs}", tokenizer="{tmp}/garbage.json", max_repetition=100)}, "not a tokenizer"),
+    ("ablate-out-inside-the-tokenizers-folder", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tokdir}/ablation"],
+     {"spec.yaml": _ablation("{docs}", tokenizer="{tok}", max_repetition=100)}, "tokenizer's folder"),
     # a BFF recipe's filter size: .nan was a traceback (in pipelines.run after curating), 1.5 was planned and run
     ("plan-bff-expected-ngrams-nan", "pipelines.plan", ["sample", "--recipe", "{tmp}/r.yaml"],
      {"r.yaml": DCLM.replace("bff_expected_ngrams: null", "bff_expected_ngrams: .nan")}, "bff_expected_ngrams"),
