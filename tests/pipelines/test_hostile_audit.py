@@ -192,6 +192,11 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
      {"spec.yaml": _ablation("{docs}", tokenizer="{tmp}/garbage.json", max_repetition=100)}, "not a tokenizer"),
     ("ablate-out-inside-the-tokenizers-folder", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tokdir}/ablation"],
      {"spec.yaml": _ablation("{docs}", tokenizer="{tok}", max_repetition=100)}, "tokenizer's folder"),
+    # an integer past Python's 4,300-digit limit: a ValueError from PyYAML (decimal), an unprintable count (hex)
+    ("ablate-tokens-of-5001-digits", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
+     {"spec.yaml": "datasets: [{name: a, path: '{docs}'}]\ntasks: {}\ntokens: 1" + "0" * 5000 + "\n"}, "digits"),
+    ("ablate-tokens-of-5000-hex-digits", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
+     {"spec.yaml": "datasets: [{name: a, path: '{docs}'}]\ntasks: {}\ntokens: 0x" + "f" * 5000 + "\n"}, "digits"),
     # a BFF recipe's filter size: .nan was a traceback (in pipelines.run after curating), 1.5 was planned and run
     ("plan-bff-expected-ngrams-nan", "pipelines.plan", ["sample", "--recipe", "{tmp}/r.yaml"],
      {"r.yaml": DCLM.replace("bff_expected_ngrams: null", "bff_expected_ngrams: .nan")}, "bff_expected_ngrams"),
