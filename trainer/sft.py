@@ -47,13 +47,13 @@ die_with_launcher()  # first: a rank whose launcher dies while it imports torch 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from tokenizers import Tokenizer  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict  # noqa: E402
 
 from common.cli import USAGE_ERROR, one_line  # noqa: E402
 from common.storage import is_remote  # noqa: E402
 from common.transfer import download_input  # noqa: E402
+from tokenizer.artifacts import load_tokenizer  # noqa: E402
 from trainer.checkpoint import TRAINER_STATE, Checkpointer  # noqa: E402
 from trainer.config import ModelConfig  # noqa: E402
 from trainer.distributed import DistInfo, all_reduce_mean, init_distributed, shutdown  # noqa: E402
@@ -148,6 +148,18 @@ class Base:
     bos_id: int | None
 
 
+def _check_weights(file: Path) -> None:
+    """The base's weights file readable, by its header (the tensors are read once the run has begun: a
+    truncated file was a traceback there, after --out was locked)."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(file), framework="pt") as handle:
+            handle.keys()
+    except (SafetensorError, OSError) as err:
+        raise SFTDataError(f"--base {file}: not readable safetensors ({err})") from None
+
+
 def resolve_base(path: Path, tokenizer: Path | None = None) -> Base:
     """An HF folder, a checkpoint `step_*` folder, or a trainer `--out` (its hf/, else its newest checkpoint)."""
     path = Path(path)
@@ -162,6 +174,7 @@ def resolve_base(path: Path, tokenizer: Path | None = None) -> Base:
         cfg = model_config_from_hf(config)
         if cfg is None:
             raise SFTDataError(f"--base {path}: a model config this trainer cannot represent")
+        _check_weights(path / "model.safetensors")
         return Base(path, cfg, Path(tokenizer or path / "tokenizer.json"), config.get("bos_token_id"))
     if (path / TRAINER_STATE).is_file():
         state = json.loads((path / TRAINER_STATE).read_text())
@@ -296,7 +309,7 @@ class SFTResult:
 def _load_data(cfg: SFTConfig, base: Base, seq_len: int) -> tuple[ChatEncoder, Rows, Rows | None]:
     if not base.tokenizer.is_file():
         raise SFTDataError(f"tokenizer {base.tokenizer} does not exist")
-    tok = Tokenizer.from_file(str(base.tokenizer))
+    tok = load_tokenizer(base.tokenizer)  # garbage: a ValueError naming the file (tokenizers: a bare Exception)
     encoder = ChatEncoder(tok, str(base.tokenizer))
     top = max(asdict(encoder.ids).values())
     if top >= base.model_cfg.vocab_size:

@@ -324,3 +324,26 @@ def test_a_planted_store_source_in_local_shards_is_refused(
     code, stderr = _in_process("trainer.fsdp_train", argv)
     assert code == 2 and stderr.count("\n") == 1 and "store_source.json" in stderr, stderr[-3000:]
     assert _unlocked(tmp_path) == before
+
+
+def test_sft_inputs_truncated_garbage_or_around_out_stop_it_in_one_line(tmp_path: Path) -> None:
+    """trainer.sft on a base whose model.safetensors was cut short (a traceback from safetensors once the run
+    had locked --out), with a --tokenizer that is JSON but no tokenizer (a bare Exception from tokenizers):
+    one line, before anything is written."""
+    from tests.support.sft_inputs import arithmetic_records, chat_tokenizer_dir, tiny_base, write_jsonl
+
+    base = tiny_base(tmp_path / "base", chat_tokenizer_dir(tmp_path / "tok"))
+    cut = tmp_path / "cut"
+    shutil.copytree(base, cut)
+    (cut / "model.safetensors").write_bytes((base / "model.safetensors").read_bytes()[:1000])
+    (tmp_path / "list.json").write_text("[1]")
+    (tmp_path / "convs").mkdir()
+    data = write_jsonl(tmp_path / "convs" / "train.jsonl", arithmetic_records(8))
+    flags = ["--data", str(data), "--out", str(tmp_path / "out"), "--device", "cpu", "--no-bf16"]
+    garbage_tokenizer = ["--base", str(base), "--tokenizer", str(tmp_path / "list.json")]
+    cases = [(["--base", str(cut)], "model.safetensors"), (garbage_tokenizer, "not a tokenizer")]
+    for argv, needle in cases:
+        before = _listing(tmp_path)
+        code, stderr = _in_process("trainer.sft", [*flags, *argv])  # the last --out given wins
+        assert code == 2 and stderr.count("\n") == 1 and needle in stderr, stderr[-3000:]
+        assert _listing(tmp_path) == before
