@@ -127,8 +127,22 @@ class SFTConfig:
         if self.lora_rank < 0:
             raise ValueError(f"--lora-rank must be >= 0, got {self.lora_rank}")
         self.lora()  # a bad LoRA setting is refused now
+        self.check_apart()
         if not is_remote(str(self.out)):
             check_writable(self.out)
+
+    def check_apart(self) -> None:
+        """--out neither the --base folder, inside it nor holding it, and holding none of the input files: the
+        run wrote its checkpoints and hf/ among the base's files, or beside the conversations, and exited 0."""
+        out = _place(self.out)
+        base = _place(self.base)
+        if out == base or out.startswith(base + "/") or base.startswith(out + "/"):
+            raise ValueError(f"--out {self.out}: an output folder must be apart from the --base folder ({self.base})")
+        for flag in ("data", "val_data", "tokenizer"):
+            value = getattr(self, flag)
+            if value is not None and (_place(value) + "/").startswith(out + "/"):
+                raise ValueError(f"--out {self.out}: an output folder must not hold the --{flag.replace('_', '-')} "
+                                 f"file ({value})")  # fmt: skip
 
     def urls(self) -> list[str]:
         """The flags given as store URLs."""
@@ -136,6 +150,11 @@ class SFTConfig:
 
 
 SFT_INPUTS = ("base", "data", "val_data", "tokenizer")  # the flags that may be URLs, besides --out
+
+
+def _place(path: Path | str) -> str:
+    """A flag's place, comparable by prefix: a URL as written, a local path resolved (links followed)."""
+    return str(path).rstrip("/") if is_remote(str(path)) else os.path.realpath(path)
 
 
 @dataclass(frozen=True)

@@ -328,8 +328,9 @@ def test_a_planted_store_source_in_local_shards_is_refused(
 
 def test_sft_inputs_truncated_garbage_or_around_out_stop_it_in_one_line(tmp_path: Path) -> None:
     """trainer.sft on a base whose model.safetensors was cut short (a traceback from safetensors once the run
-    had locked --out), with a --tokenizer that is JSON but no tokenizer (a bare Exception from tokenizers):
-    one line, before anything is written."""
+    had locked --out), with a --tokenizer that is JSON but no tokenizer (a bare Exception from tokenizers),
+    with --out inside the base or holding the conversations (it trained there and exited 0): one line, before
+    anything is written."""
     from tests.support.sft_inputs import arithmetic_records, chat_tokenizer_dir, tiny_base, write_jsonl
 
     base = tiny_base(tmp_path / "base", chat_tokenizer_dir(tmp_path / "tok"))
@@ -341,7 +342,9 @@ def test_sft_inputs_truncated_garbage_or_around_out_stop_it_in_one_line(tmp_path
     data = write_jsonl(tmp_path / "convs" / "train.jsonl", arithmetic_records(8))
     flags = ["--data", str(data), "--out", str(tmp_path / "out"), "--device", "cpu", "--no-bf16"]
     garbage_tokenizer = ["--base", str(base), "--tokenizer", str(tmp_path / "list.json")]
-    cases = [(["--base", str(cut)], "model.safetensors"), (garbage_tokenizer, "not a tokenizer")]
+    cases = [(["--base", str(cut)], "model.safetensors"), (garbage_tokenizer, "not a tokenizer"),
+             (["--base", str(base), "--out", str(base / "sft")], "--base folder"),
+             (["--base", str(base), "--out", str(tmp_path / "convs")], "--data file")]  # fmt: skip
     for argv, needle in cases:
         before = _listing(tmp_path)
         code, stderr = _in_process("trainer.sft", [*flags, *argv])  # the last --out given wins
