@@ -64,6 +64,8 @@ def _died_here(record: dict[str, Any]) -> bool:
         return True
     except PermissionError:
         return False  # alive, not ours to signal
+    except OverflowError:  # a pid no process can have (a planted record): judged by its heartbeat, as another host's
+        return False
     return False
 
 
