@@ -350,3 +350,21 @@ def test_sft_inputs_truncated_garbage_or_around_out_stop_it_in_one_line(tmp_path
         code, stderr = _in_process("trainer.sft", [*flags, *argv])  # the last --out given wins
         assert code == 2 and stderr.count("\n") == 1 and needle in stderr, stderr[-3000:]
         assert _listing(tmp_path) == before
+
+
+def test_a_manifest_naming_files_outside_its_mixture_is_refused(inputs: dict[str, Path], tmp_path: Path) -> None:
+    """A mixture's manifest.json whose file paths climb out of it (`../other/00000_shard.ds`): the trainer read
+    the files there (checksums and all) and trained, exit 0. Refused in one line before anything is written."""
+    shutil.copytree(inputs["shards"], tmp_path / "elsewhere")
+    mix = tmp_path / "mix"
+    mix.mkdir()
+    manifest = json.loads((inputs["shards"] / "manifest.json").read_text())
+    for shard in manifest["files"]:
+        shard["path"] = f"../elsewhere/{shard['path']}"
+    (mix / "manifest.json").write_text(json.dumps(manifest))
+    (mix / ".lock").touch()
+    before = _unlocked(tmp_path)
+    argv = ["--shards", str(mix), "--tokenizer", str(inputs["tok"]), "--out", str(tmp_path / "out"), *TRAIN[4:]]
+    code, stderr = _in_process("trainer.fsdp_train", [*argv, "--max-steps", "1"])
+    assert code == 2 and stderr.count("\n") == 1 and "not a path inside the mixture" in stderr, stderr[-3000:]
+    assert _unlocked(tmp_path) == before
