@@ -197,6 +197,12 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
      {"spec.yaml": "datasets: [{name: a, path: '{docs}'}]\ntasks: {}\ntokens: 1" + "0" * 5000 + "\n"}, "digits"),
     ("ablate-tokens-of-5000-hex-digits", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
      {"spec.yaml": "datasets: [{name: a, path: '{docs}'}]\ntasks: {}\ntokens: 0x" + "f" * 5000 + "\n"}, "digits"),
+    # an unknown storage scheme: fsspec's ValueError ("Protocol not known") was a traceback, in pipelines.run
+    # after the run folder was begun
+    ("plan-cc-base-unknown-scheme", "pipelines.plan", ["CC-MAIN-2024-10", "--cc-base", "nope://x"], {}, "nope"),
+    ("run-source-unknown-scheme", "pipelines.run", ["nope://x/a.warc.gz", "--out", "{tmp}/out"], {}, "nope"),
+    ("plan-listed-url-unknown-scheme", "pipelines.plan", ["{tmp}/l.paths"], {"l.paths": "nope://x/a.warc.gz\n"},
+     "nope"),
     # a BFF recipe's filter size: .nan was a traceback (in pipelines.run after curating), 1.5 was planned and run
     ("plan-bff-expected-ngrams-nan", "pipelines.plan", ["sample", "--recipe", "{tmp}/r.yaml"],
      {"r.yaml": DCLM.replace("bff_expected_ngrams: null", "bff_expected_ngrams: .nan")}, "bff_expected_ngrams"),
