@@ -127,6 +127,8 @@ class SFTConfig:
         if self.lora_rank < 0:
             raise ValueError(f"--lora-rank must be >= 0, got {self.lora_rank}")
         self.lora()  # a bad LoRA setting is refused now
+        if self.device not in ("auto", "cpu", "cuda"):  # anything else fine-tuned on the CPU without a word
+            raise ValueError(f"--device must be auto, cpu or cuda, got {self.device!r}")
         self.check_apart()
         if not is_remote(str(self.out)):
             check_writable(self.out)
@@ -389,6 +391,8 @@ def _prepare(cfg: SFTConfig) -> tuple[Base, ChatEncoder, Rows, Rows | None]:
     seq_len = cfg.seq_len or base.model_cfg.max_seq_len
     if seq_len > base.model_cfg.max_seq_len:
         raise SFTDataError(f"--seq-len {seq_len} exceeds the base model's max_seq_len {base.model_cfg.max_seq_len}")
+    if cfg.lora_rank > base.model_cfg.dim:  # adapters wider than the layers: 128 GB asked for at --lora-rank 1e9
+        raise SFTDataError(f"--lora-rank {cfg.lora_rank} exceeds the base model's width {base.model_cfg.dim}")
     return (base, *_load_data(cfg, base, seq_len))
 
 

@@ -181,6 +181,9 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
     ("sft-scratch-a-url", "trainer.sft", [*SFT, "--out", "memory://sft/o", "--scratch", "s3://bucket/x"], {},
      "--scratch"),
     ("sft-lr-inf", "trainer.sft", [*SFT, "--out", "{tmp}/out", "--lr", "inf"], {}, "--lr"),
+    ("sft-lora-alpha-inf", "trainer.sft", [*SFT, "--out", "{tmp}/out", "--lora-rank", "4", "--lora-alpha", "inf"], {},
+     "--lora-alpha"),
+    ("sft-device-bogus", "trainer.sft", [*SFT, "--out", "{tmp}/out", "--device", "bogus"], {}, "--device"),
     # evals.ablate's pre-checks: a budget beyond a float was a traceback; an infinite repetition, a garbage
     # tokenizer or one whose folder holds --out failed in mixtures.build, after --out was begun
     ("ablate-tokens-beyond-a-float", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
@@ -335,8 +338,8 @@ def test_a_planted_store_source_in_local_shards_is_refused(
 def test_sft_inputs_truncated_garbage_or_around_out_stop_it_in_one_line(tmp_path: Path) -> None:
     """trainer.sft on a base whose model.safetensors was cut short (a traceback from safetensors once the run
     had locked --out), with a --tokenizer that is JSON but no tokenizer (a bare Exception from tokenizers),
-    with --out inside the base or holding the conversations (it trained there and exited 0): one line, before
-    anything is written."""
+    with --out inside the base or holding the conversations (it trained there and exited 0), with a LoRA rank
+    beyond the base's width (a 128 GB allocation's traceback): one line, before anything is written."""
     from tests.support.sft_inputs import arithmetic_records, chat_tokenizer_dir, tiny_base, write_jsonl
 
     base = tiny_base(tmp_path / "base", chat_tokenizer_dir(tmp_path / "tok"))
@@ -350,7 +353,8 @@ def test_sft_inputs_truncated_garbage_or_around_out_stop_it_in_one_line(tmp_path
     garbage_tokenizer = ["--base", str(base), "--tokenizer", str(tmp_path / "list.json")]
     cases = [(["--base", str(cut)], "model.safetensors"), (garbage_tokenizer, "not a tokenizer"),
              (["--base", str(base), "--out", str(base / "sft")], "--base folder"),
-             (["--base", str(base), "--out", str(tmp_path / "convs")], "--data file")]  # fmt: skip
+             (["--base", str(base), "--out", str(tmp_path / "convs")], "--data file"),
+             (["--base", str(base), "--lora-rank", "1000000000"], "--lora-rank")]  # fmt: skip
     for argv, needle in cases:
         before = _listing(tmp_path)
         code, stderr = _in_process("trainer.sft", [*flags, *argv])  # the last --out given wins
