@@ -214,6 +214,12 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
      {"r.yaml": DCLM, "c.json": _costs(bff_ngrams_per_curated_doc=float("nan"))}, "bff_ngrams_per_curated_doc"),
     ("plan-costs-figure-negative", "pipelines.plan", ["sample", "--recipe", "{tmp}/r.yaml", "--costs", "{tmp}/c.json"],
      {"r.yaml": DCLM, "c.json": _costs(peak_rss_mb=-5.0)}, "peak_rss_mb"),
+    # --calibrate on a run folder whose records are garbled: the arithmetic's AttributeError was a traceback
+    ("plan-calibrate-stages-a-list", "pipelines.plan", ["sample", "--recipe", "{tmp}/r.yaml", "--calibrate", "{tmp}/r"],
+     {"r.yaml": DCLM, "r/stats.json": {"stages": []}, "r/report/report.json": {"steps": [], "totals": {
+         "html_documents": 10, "kept_documents": 5, "kept_tokens": 100}},
+      "r/run.json": {"config": {"recipe": {"name": "dclm"}, "source": {"base": "{tmp}", "paths": ["no.warc.gz"]}}}},
+     "--calibrate"),
     ("run-bff-expected-ngrams-fraction", "pipelines.run", [SAMPLE, "--recipe", "{tmp}/r.yaml", "--out", "{tmp}/out"],
      {"r.yaml": DCLM.replace("bff_expected_ngrams: null", "bff_expected_ngrams: 1.5")}, "bff_expected_ngrams"),
 ]
