@@ -34,6 +34,7 @@ import time
 import uuid
 from typing import Any
 
+from common.cli import one_line
 from common.lock import LOCK_NAME, FolderLock, FolderLocked, FolderReadLock, FolderUnavailable
 from common.storage import StorageError, check_store, filesystem, is_remote, join, local_path
 
@@ -63,6 +64,8 @@ def _died_here(record: dict[str, Any]) -> bool:
         return True
     except PermissionError:
         return False  # alive, not ours to signal
+    except OverflowError:  # a pid no process can have (a planted record): judged by its heartbeat, as another host's
+        return False
     return False
 
 
@@ -300,10 +303,14 @@ def main(argv: list[str] | None = None) -> int:
         "--break", dest="folder", required=True, metavar="URL", help="folder to unlock (its lock and read leases)"
     )
     args = parser.parse_args(argv)
+    if not is_remote(args.folder):  # a local path: `.lock` there is an flock's file, deleting it frees no one
+        print(f"error: --break {args.folder!r}: not a store URL (s3://...); a local folder's lock is released "
+              "when its holder exits, there is nothing to break", file=sys.stderr)  # fmt: skip
+        return 2
     try:
         check_store(args.folder, "--break")
     except StorageError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     removed = break_lock(args.folder)
     print(f"broke {len(removed)} lock object(s) of {args.folder}" if removed else f"no lock at {args.folder}")

@@ -3,7 +3,8 @@
 An alias expands to a copy of its anchor's value each time it is used, so ten lines of nested aliases
 make a value of a billion items (the audit's 10 KB recipe `name:` passed 4 GiB; the error message that
 quoted it did too). A config has no use for aliases, so they are refused where they are met. A key given
-twice is resolved to the last by PyYAML without a word; here it is an error naming the key and line.
+twice is resolved to the last by PyYAML without a word; here it is an error naming the key and line. An
+integer of more than about 4,200 digits (Python's limit on `int(str)` and `str(int)`) is a YAML error too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 
 from common.bounded_input import MAX_CONFIG_BYTES, read_bounded
+
+MAX_INT_BITS = 14_000  # about 4,200 decimal digits: below Python's limit on printing an int
 
 
 class StrictLoader(yaml.SafeLoader):
@@ -39,6 +42,20 @@ class StrictLoader(yaml.SafeLoader):
                 raise ConstructorError(None, None, f"duplicate key {str(key)[:80]!r}", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node):  # type: ignore[no-untyped-def]
+        """Python's 4,300-digit limit on int(str) raised a ValueError no config loader expects (decimal), or
+        let through (hex) an integer no error message can print: either is a YAML error here."""
+        try:
+            value = super().construct_yaml_int(node)
+        except ValueError:
+            value = None
+        if value is None or abs(value).bit_length() > MAX_INT_BITS:
+            raise ConstructorError(None, None, f"an integer of {len(node.value):,} digits", node.start_mark)
+        return value
+
+
+StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
 
 
 def load_text(text: str) -> Any:

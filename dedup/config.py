@@ -80,8 +80,9 @@ class DedupConfig:
             raise ValueError(
                 f"BFF needs 0 <= threshold < 1 and 0 < fp rate < 1: {self.bff_threshold}, {self.bff_fp_rate}"
             )
-        if self.bff_expected_ngrams is not None and self.bff_expected_ngrams < 1:
-            raise ValueError(f"bff_expected_ngrams must be >= 1 (or None: estimated), got {self.bff_expected_ngrams}")
+        expected = self.bff_expected_ngrams  # a recipe's .nan or .inf passed `< 1` and broke the filter's sizing
+        if expected is not None and (not isinstance(expected, int) or isinstance(expected, bool) or expected < 1):
+            raise ValueError(f"bff_expected_ngrams must be a whole number >= 1 (or null: estimated), got {expected!r}")
         if self.method == "bff" and (self.dedup_against or self.cluster_tasks is not None):
             raise ValueError("dedup_against and cluster_tasks are MinHash options; method 'bff' takes neither")
 

@@ -40,6 +40,7 @@ import argparse
 import glob
 import html
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -63,6 +64,7 @@ from evals.run import write_json_atomic
 from evals.tasks import SUITES, headline
 from evals.tasks.core import read_manifest
 from evals.tasks.texts import read_jsonl, spread
+from tokenizer.artifacts import load_tokenizer, resolve_tokenizer_file
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -151,8 +153,9 @@ def _check_counts(raw: dict, path: Path) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SpecError(f"{path}: `{key}` must be a whole number >= 1, got {value!r}"[:300])
     repetition = raw.get("max_repetition", 1.0)
-    if isinstance(repetition, bool) or not isinstance(repetition, (int, float)) or not repetition > 0:
-        raise SpecError(f"{path}: `max_repetition` must be a number > 0, got {repetition!r}"[:300])
+    number = not isinstance(repetition, bool) and isinstance(repetition, (int, float))
+    if not number or not 0 < repetition < math.inf:  # .inf passed here and failed in mixtures.build, late
+        raise SpecError(f"{path}: `max_repetition` must be a number > 0 and finite, got {repetition!r}"[:300])
     seeds = raw.get("seeds", [0])
     whole = all(isinstance(s, int) and not isinstance(s, bool) for s in seeds) if isinstance(seeds, list) else False
     if not seeds or not whole:
@@ -196,6 +199,14 @@ def check_inputs(spec: AblationSpec, out: Path) -> None:
     for name, path in spec.tasks.items():
         if not (os.path.isfile(path) or os.path.isdir(path)):
             raise SpecError(f"task {name}: {path} is not a file or a suite folder")
+    if spec.tokenizer:  # a FIFO, garbage or a folder holding --out failed in mixtures.build, after --out was begun
+        try:
+            tok_file = resolve_tokenizer_file(spec.tokenizer)
+            load_tokenizer(tok_file)
+        except (OSError, ValueError) as err:
+            raise SpecError(f"tokenizer: {one_line(err)}") from None
+        for d in spec.datasets:  # the mixtures' own rule (mixtures.build), for the folders this run gives them
+            check_apart(out / "mixtures" / d.name, {"tokenizer's folder": tok_file.parent})
     check_budget(spec)
     t = spec.train
     batch = spec.seq_len * t.get("micro_batch", 8) * t.get("grad_accum", 1) * t.get("nproc", 1)
@@ -214,7 +225,10 @@ def check_budget(spec: AblationSpec) -> None:
     not expanded, and only until the budget is within reach."""
     if not _one_byte_per_token(spec):
         return  # a normalizer may expand text (NFKC: one character to 18): no bound from the bytes alone
-    need = spec.tokens / spec.max_repetition
+    try:
+        need = spec.tokens / spec.max_repetition
+    except OverflowError:  # a budget beyond a float's range: no dataset meets it
+        need = math.inf
     for d in spec.datasets:
         text, documents = 0, 0
         for file in dataset_files(d):
@@ -224,7 +238,8 @@ def check_budget(spec: AblationSpec) -> None:
                     documents += meta.num_rows
                     reach = need - text - SEPARATOR_SLACK * documents
                     groups = list(range(meta.num_row_groups))
-                    text += decoded_dictionary_bytes(handle, "text", groups, int(reach), per_value=0)
+                    limit = int(min(reach, 2**62))  # `tokens` / a tiny max_repetition: an infinite reach
+                    text += decoded_dictionary_bytes(handle, "text", groups, limit, per_value=0)
             except (OSError, pa.ArrowException) as err:
                 raise SpecError(f"dataset {d.name}: {file}: not a readable parquet file ({err})") from None
             if text + SEPARATOR_SLACK * documents >= need:

@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -128,6 +128,10 @@ class Manifest:
             raise ManifestError(
                 f"token_dtype {manifest.token_dtype!r} does not match token_size {manifest.token_size}"
             )
+        for shard in manifest.files:  # a planted "../x" or "/etc/x" was read (locally, or by key on a store)
+            parts = PurePosixPath(str(shard.path)).parts
+            if not isinstance(shard.path, str) or not parts or parts[0] == "/" or ".." in parts or "\\" in shard.path:
+                raise ManifestError(f"manifest file path {str(shard.path)[:200]!r} is not a path inside the mixture")
         if sum(f.tokens for f in manifest.files) != manifest.total_tokens:
             raise ManifestError("total_tokens differs from the sum of the files' tokens")
         return manifest

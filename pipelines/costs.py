@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import resource
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,8 +73,29 @@ class RecipeCosts:
     bff_cpu_s_per_ngram: float = 0.0  # per n-gram of the run's estimate (dedup.bff_stage.estimate_ngrams)
     bff_ngrams_per_curated_doc: float = 0.0  # that estimate per curated document: the filter's size follows
 
+    def __post_init__(self) -> None:
+        """A hand-edited table's figures are finite numbers >= 0: a NaN, a string or a list was a traceback deep
+        in the arithmetic, a negative CPU or memory a plan printed with exit 0."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("recipe", "measured"):
+                if not isinstance(value, str if f.name == "recipe" else dict):
+                    raise ConfigError(f"{f.name} is a {type(value).__name__}")
+            elif str(f.type).startswith("dict"):
+                if not isinstance(value, dict):
+                    raise ConfigError(f"{f.name} must be an object of figures, got a {type(value).__name__}")
+                for key, figure in value.items():
+                    _check_figure(f"{f.name}.{key}", figure)
+            else:
+                _check_figure(f.name, value)
+
     def cpu_per_response(self) -> float:
         return sum(self.cpu_s_per_response.values())
+
+
+def _check_figure(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise ConfigError(f"{name} must be a number >= 0, got {value!r}")
 
 
 def load_costs(recipe: str, table: Path = COSTS_TABLE) -> RecipeCosts:
@@ -95,7 +116,7 @@ def load_costs(recipe: str, table: Path = COSTS_TABLE) -> RecipeCosts:
         )
     try:
         return RecipeCosts(**entries[recipe])
-    except TypeError as err:  # a hand-edited entry: a missing or unknown field
+    except (TypeError, ValueError) as err:  # a hand-edited entry: a missing or unknown field, a bad figure
         raise ConfigError(f"cost table {table}, recipe {recipe!r}: {err}") from None
 
 

@@ -131,7 +131,19 @@ def curated_documents(report: dict) -> int:
 
 def calibrated(costs: RecipeCosts, run: Path) -> RecipeCosts:
     """The table's entry with the per-page figures of a finished run: its pages, CPU (``cpu_per_page``), kept
-    documents and tokens, its folders' bytes. The fixed costs stay the table's."""
+    documents and tokens, its folders' bytes. The fixed costs stay the table's. A run folder whose records
+    are garbled (a cpu.json that is not JSON, stages as a list, a count as a string) is one ConfigError: each
+    was a traceback from the arithmetic that read it."""
+    try:
+        return _calibrated(costs, run)
+    except ConfigError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, OSError, ZeroDivisionError) as err:
+        raise ConfigError(f"--calibrate {run}: its records are not a finished run's ({type(err).__name__}: "
+                          f"{str(err)[:300]})") from None  # fmt: skip
+
+
+def _calibrated(costs: RecipeCosts, run: Path) -> RecipeCosts:
     try:
         info = json.loads((run / "run.json").read_text())
         report = json.loads((run / "report" / "report.json").read_text())

@@ -52,6 +52,8 @@ def _read_listing(location: str) -> list[str]:
         raise SourceError(_not_found(location, err)) from None
     except (OSError, gzip.BadGzipFile, UnicodeDecodeError) as err:
         raise SourceError(f"cannot read listing {location}: {err}") from None
+    except (ValueError, ImportError) as err:  # fsspec: "Protocol not known: nope", or the scheme's package missing
+        raise SourceError(f"cannot read listing {location}: {err}") from None
 
 
 def _not_found(location: str, err: FileNotFoundError) -> str:
@@ -136,6 +138,7 @@ def resolve_paths(items: list[str], dump: str | None = None) -> ResolvedSource:
     if remote and len(remote) != len(files):
         raise SourceError("mixing local files and URLs in one run is not supported; run them separately")
     if remote:
+        _check_schemes(remote)
         base = os.path.dirname(os.path.commonprefix(remote)).rstrip("/")
     else:
         files = [os.path.abspath(f) for f in files]
@@ -145,6 +148,18 @@ def resolve_paths(items: list[str], dump: str | None = None) -> ResolvedSource:
         dumps = {m.group(0) for f in files for m in [DUMP_IN_PATH.search(f)] if m}
         dump = dumps.pop() if len(dumps) == 1 else local_dump_name(files, base)
     return ResolvedSource(dump, base, rel, f"{len(rel)} WARC file(s) under {base}")
+
+
+def _check_schemes(urls: list[str]) -> None:
+    """Each URL's scheme one fsspec knows (and can load): `nope://x/a.warc.gz` was accepted, the run begun,
+    then the reader's ValueError ("Protocol not known") was a traceback."""
+    from fsspec import get_filesystem_class
+
+    for scheme in sorted({url.split("://", 1)[0] for url in urls}):
+        try:
+            get_filesystem_class(scheme)
+        except (ValueError, ImportError) as err:
+            raise SourceError(f"input {next(u for u in urls if u.startswith(scheme + '://'))}: {err}") from None
 
 
 def local_dump_name(files: list[str], base: str) -> str:

@@ -44,9 +44,13 @@ def _same_shape(mine: ModelConfig, theirs: dict[str, Any], where: Path) -> None:
 
 
 def _hf_weights(folder: Path, model_cfg: ModelConfig, names: list[str]) -> dict[str, torch.Tensor]:
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    tensors = load_file(str(folder / "model.safetensors"))
+    try:
+        tensors = load_file(str(folder / "model.safetensors"))
+    except SafetensorError as err:  # a truncated or garbled file: safetensors' own error was a traceback
+        raise InitFromError(f"--init-from {folder}: model.safetensors unreadable ({err})") from None
     weights = {}
     for name in names:
         key = hf_name(name)

@@ -60,9 +60,9 @@ class LoRASpec:
         hf_to_ours = {v: k for k, v in HF_MODULES.items()}
         names = tuple(dict.fromkeys(hf_to_ours.get(t.strip(), t.strip()) for t in targets.split(",") if t.strip()))
         unknown = [n for n in names if n not in HF_MODULES]
-        if rank < 1 or not alpha > 0 or not names or unknown:
+        if rank < 1 or not 0 < alpha < math.inf or not names or unknown:  # alpha inf: a NaN model, exit 0
             raise ValueError(
-                f"LoRA needs --lora-rank >= 1, --lora-alpha > 0 and --lora-targets among "
+                f"LoRA needs --lora-rank >= 1, --lora-alpha > 0 (finite) and --lora-targets among "
                 f"{','.join(HF_MODULES)} (or {','.join(HF_MODULES.values())}); got {rank}, {alpha}, {targets!r}"
             )
         return cls(rank, alpha, names)

@@ -47,13 +47,13 @@ die_with_launcher()  # first: a rank whose launcher dies while it imports torch 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from tokenizers import Tokenizer  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict  # noqa: E402
 
 from common.cli import USAGE_ERROR, one_line  # noqa: E402
 from common.storage import is_remote  # noqa: E402
 from common.transfer import download_input  # noqa: E402
+from tokenizer.artifacts import load_tokenizer  # noqa: E402
 from trainer.checkpoint import TRAINER_STATE, Checkpointer  # noqa: E402
 from trainer.config import ModelConfig  # noqa: E402
 from trainer.distributed import DistInfo, all_reduce_mean, init_distributed, shutdown  # noqa: E402
@@ -71,7 +71,7 @@ from trainer.schedule import ScheduleKind  # noqa: E402
 from trainer.sft_data import ChatEncoder, Rows, SFTDataError, encode_rows, read_conversations, split_held_out  # noqa: E402
 from trainer.stability import SpikeConfig, SpikeGuard  # noqa: E402
 from trainer.store import StoreRun, fetch_model, on_each_node, scratch_folder, staged  # noqa: E402
-from trainer.train_config import path_or_url  # noqa: E402
+from trainer.train_config import check_optim, check_scratch, path_or_url  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -122,13 +122,29 @@ class SFTConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
         if (self.seq_len is not None and self.seq_len < 2) or (self.max_steps is not None and self.max_steps < 1):
             raise ValueError("--seq-len must be >= 2 and --max-steps >= 1")
-        if not self.optim.lr > 0:
-            raise ValueError(f"--lr must be > 0, got {self.optim.lr}")
+        check_optim(self.optim)  # --lr inf fine-tuned to NaNs and exited 0
+        check_scratch(self.scratch)
         if self.lora_rank < 0:
             raise ValueError(f"--lora-rank must be >= 0, got {self.lora_rank}")
         self.lora()  # a bad LoRA setting is refused now
+        if self.device not in ("auto", "cpu", "cuda"):  # anything else fine-tuned on the CPU without a word
+            raise ValueError(f"--device must be auto, cpu or cuda, got {self.device!r}")
+        self.check_apart()
         if not is_remote(str(self.out)):
             check_writable(self.out)
+
+    def check_apart(self) -> None:
+        """--out neither the --base folder, inside it nor holding it, and holding none of the input files: the
+        run wrote its checkpoints and hf/ among the base's files, or beside the conversations, and exited 0."""
+        out = _place(self.out)
+        base = _place(self.base)
+        if out == base or out.startswith(base + "/") or base.startswith(out + "/"):
+            raise ValueError(f"--out {self.out}: an output folder must be apart from the --base folder ({self.base})")
+        for flag in ("data", "val_data", "tokenizer"):
+            value = getattr(self, flag)
+            if value is not None and (_place(value) + "/").startswith(out + "/"):
+                raise ValueError(f"--out {self.out}: an output folder must not hold the --{flag.replace('_', '-')} "
+                                 f"file ({value})")  # fmt: skip
 
     def urls(self) -> list[str]:
         """The flags given as store URLs."""
@@ -136,6 +152,11 @@ class SFTConfig:
 
 
 SFT_INPUTS = ("base", "data", "val_data", "tokenizer")  # the flags that may be URLs, besides --out
+
+
+def _place(path: Path | str) -> str:
+    """A flag's place, comparable by prefix: a URL as written, a local path resolved (links followed)."""
+    return str(path).rstrip("/") if is_remote(str(path)) else os.path.realpath(path)
 
 
 @dataclass(frozen=True)
@@ -146,6 +167,18 @@ class Base:
     model_cfg: ModelConfig
     tokenizer: Path
     bos_id: int | None
+
+
+def _check_weights(file: Path) -> None:
+    """The base's weights file readable, by its header (the tensors are read once the run has begun: a
+    truncated file was a traceback there, after --out was locked)."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(file), framework="pt") as handle:
+            handle.keys()
+    except (SafetensorError, OSError) as err:
+        raise SFTDataError(f"--base {file}: not readable safetensors ({err})") from None
 
 
 def resolve_base(path: Path, tokenizer: Path | None = None) -> Base:
@@ -162,6 +195,7 @@ def resolve_base(path: Path, tokenizer: Path | None = None) -> Base:
         cfg = model_config_from_hf(config)
         if cfg is None:
             raise SFTDataError(f"--base {path}: a model config this trainer cannot represent")
+        _check_weights(path / "model.safetensors")
         return Base(path, cfg, Path(tokenizer or path / "tokenizer.json"), config.get("bos_token_id"))
     if (path / TRAINER_STATE).is_file():
         state = json.loads((path / TRAINER_STATE).read_text())
@@ -296,7 +330,7 @@ class SFTResult:
 def _load_data(cfg: SFTConfig, base: Base, seq_len: int) -> tuple[ChatEncoder, Rows, Rows | None]:
     if not base.tokenizer.is_file():
         raise SFTDataError(f"tokenizer {base.tokenizer} does not exist")
-    tok = Tokenizer.from_file(str(base.tokenizer))
+    tok = load_tokenizer(base.tokenizer)  # garbage: a ValueError naming the file (tokenizers: a bare Exception)
     encoder = ChatEncoder(tok, str(base.tokenizer))
     top = max(asdict(encoder.ids).values())
     if top >= base.model_cfg.vocab_size:
@@ -357,6 +391,8 @@ def _prepare(cfg: SFTConfig) -> tuple[Base, ChatEncoder, Rows, Rows | None]:
     seq_len = cfg.seq_len or base.model_cfg.max_seq_len
     if seq_len > base.model_cfg.max_seq_len:
         raise SFTDataError(f"--seq-len {seq_len} exceeds the base model's max_seq_len {base.model_cfg.max_seq_len}")
+    if cfg.lora_rank > base.model_cfg.dim:  # adapters wider than the layers: 128 GB asked for at --lora-rank 1e9
+        raise SFTDataError(f"--lora-rank {cfg.lora_rank} exceeds the base model's width {base.model_cfg.dim}")
     return (base, *_load_data(cfg, base, seq_len))
 
 
@@ -519,7 +555,8 @@ def parse_args(argv: list[str] | None = None) -> SFTConfig:
         elif f.name in ("tokenizer", "val_data"):
             parser.add_argument(flag, type=path_or_url)
         elif f.name == "scratch":
-            parser.add_argument(flag, type=Path, help="node-local folder where URL flags are staged (default: temp)")
+            help_ = "node-local folder where URL flags are staged (default: temp)"
+            parser.add_argument(flag, type=path_or_url, help=help_)
         else:  # int, float or str, as the default is
             default = getattr(defaults, f.name)
             parser.add_argument(flag, type=type(default) if default is not None else int, default=default)

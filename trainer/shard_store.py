@@ -32,12 +32,13 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from common.bounded_input import read_bounded
 from common.storage import filesystem, is_remote
 from mixtures.manifest import INDEX_ITEM_SIZE, MANIFEST_NAME, ManifestError
 from mixtures.reader import ShardReader
@@ -83,9 +84,23 @@ def stage_store_shards(url: str, local: Path, source: StoreSource) -> None:
 
 
 def store_source(folder: Path) -> StoreSource | None:
-    """The staged mixture's source, None for a local mixture."""
+    """The staged mixture's source, None for a local mixture. A malformed one (garbled, or planted in a local
+    --shards folder: a list or an unknown key was a traceback, a local path as its URL was read from and a
+    cache made inside the mixture) is a ManifestError naming the file, before anything is read or written."""
     path = Path(folder) / SOURCE_NAME
-    return StoreSource(**json.loads(path.read_text())) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(read_bounded(path))
+    except (OSError, ValueError) as err:
+        raise ManifestError(f"{path}: unreadable ({err})") from None
+    names = [f.name for f in fields(StoreSource)]
+    if not isinstance(data, dict) or sorted(data) != sorted(names):
+        raise ManifestError(f"{path}: expected an object of {', '.join(names)}, got {str(data)[:200]}")
+    counts_ok = all(type(data[name]) is int and data[name] >= 0 for name in ("block_bytes", "cache_bytes"))
+    if not isinstance(data["url"], str) or not is_remote(data["url"]) or not counts_ok:
+        raise ManifestError(f"{path}: expected a store URL and byte counts >= 0, got {str(data)[:200]}")
+    return StoreSource(**data)
 
 
 @dataclass

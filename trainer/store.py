@@ -368,6 +368,17 @@ def fetch_model(url: str, local: Path) -> tuple[Path, str]:
     return local, chosen
 
 
+def _check_apart(urls: dict[str, str]) -> None:
+    """A store --out apart from the store inputs (the flags' own checks see only the local copies): --out
+    inside --shards trained into the mixture's folder and exited 0. The same on every rank, no collective."""
+    out = urls.get("out", "").rstrip("/")
+    for name, url in urls.items():
+        place = url.rstrip("/")
+        if out and name != "out" and (out == place or out.startswith(place + "/") or place.startswith(out + "/")):
+            raise ValueError(f"--out {urls['out']}: an output folder must be apart from --{name.replace('_', '-')} "
+                             f"({url})")  # fmt: skip
+
+
 def scratch_folder(cfg: Config) -> Path:
     """This node's staging folder for the run: the same path on every rank of the node, one per --out."""
     base = Path(cfg.scratch) if cfg.scratch is not None else Path(tempfile.gettempdir())
@@ -399,6 +410,7 @@ def staged(
     for name, url in urls.items():
         what = "--" + name.replace("_", "-")
         rank0_verdict(lambda url=url, what=what: check_store(url, what), ValueError)
+    _check_apart(urls)
     scratch = scratch_folder(cfg)
     lock = reading = None
     if "out" in urls:

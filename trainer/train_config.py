@@ -125,24 +125,10 @@ class TrainConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
         if self.seq_len is not None and self.seq_len > MAX_SEQ_LEN:
             raise ValueError(f"--seq-len must be <= {MAX_SEQ_LEN}, got {self.seq_len}")
-        optim = self.optim
-        finite = all(math.isfinite(v) for v in (optim.lr, optim.weight_decay, optim.grad_clip))  # inf trains NaNs
-        if not finite or not optim.lr > 0 or not optim.weight_decay >= 0 or not optim.grad_clip >= 0:
-            raise ValueError(f"--lr must be > 0, --weight-decay and --grad-clip >= 0, got {optim.lr}, "
-                             f"{optim.weight_decay}, {optim.grad_clip}")  # fmt: skip
-        if not 0 <= optim.min_lr_ratio <= 1 or not all(0 <= b < 1 for b in optim.betas):
-            raise ValueError(f"--min-lr-ratio must be in [0, 1] and --betas in [0, 1), got {optim.min_lr_ratio}, "
-                             f"{optim.betas}")  # fmt: skip
-        if not 0 <= optim.muon_momentum < 1:
-            raise ValueError(f"--muon-momentum must be in [0, 1), got {optim.muon_momentum}")
-        if not (math.isfinite(optim.muon_qk_clip) and optim.muon_qk_clip >= 0):
-            raise ValueError(f"--muon-qk-clip must be >= 0 (0: off), got {optim.muon_qk_clip}")
+        check_optim(self.optim)
+        check_scratch(self.scratch)
         if self.eval_task and (self.tp > 1 or self.pp > 1):
             raise ValueError("--eval-task runs under FSDP / HSDP layouts only (--tp 1 --pp 1)")
-        warmup, decay, z_loss = optim.warmup_steps or 0, optim.wsd_decay_fraction, optim.z_loss
-        if not warmup >= 0 or not 0 <= decay <= 1 or not 0 <= z_loss < math.inf:
-            raise ValueError(f"--warmup-steps must be >= 0, --wsd-decay-fraction in [0, 1] and --z-loss >= 0, got "
-                             f"{optim.warmup_steps}, {optim.wsd_decay_fraction}, {optim.z_loss}")  # fmt: skip
         if self.device not in ("auto", "cpu", "cuda"):  # anything else trained on the CPU without a word
             raise ValueError(f"--device must be auto, cpu or cuda, got {self.device!r}")
         check_apart(self.out, {"--shards": self.shards})  # checkpoints among the shards, or shards under --out
@@ -287,6 +273,32 @@ def _flag_fields() -> list[tuple[str, Any, Any]]:
             default = f.default_factory() if f.default_factory is not MISSING else f.default
             out.append((f.name, hints[f.name], default))
     return out
+
+
+def check_optim(optim: OptimConfig) -> None:
+    """The optimizer's flags in range (pretraining and SFT alike): `--lr inf` trained NaNs and exited 0."""
+    finite = all(math.isfinite(v) for v in (optim.lr, optim.weight_decay, optim.grad_clip))  # inf trains NaNs
+    if not finite or not optim.lr > 0 or not optim.weight_decay >= 0 or not optim.grad_clip >= 0:
+        raise ValueError(f"--lr must be > 0, --weight-decay and --grad-clip >= 0, got {optim.lr}, "
+                         f"{optim.weight_decay}, {optim.grad_clip}")  # fmt: skip
+    if not 0 <= optim.min_lr_ratio <= 1 or not all(0 <= b < 1 for b in optim.betas):
+        raise ValueError(f"--min-lr-ratio must be in [0, 1] and --betas in [0, 1), got {optim.min_lr_ratio}, "
+                         f"{optim.betas}")  # fmt: skip
+    if not 0 <= optim.muon_momentum < 1:
+        raise ValueError(f"--muon-momentum must be in [0, 1), got {optim.muon_momentum}")
+    if not (math.isfinite(optim.muon_qk_clip) and optim.muon_qk_clip >= 0):
+        raise ValueError(f"--muon-qk-clip must be >= 0 (0: off), got {optim.muon_qk_clip}")
+    warmup, decay, z_loss = optim.warmup_steps or 0, optim.wsd_decay_fraction, optim.z_loss
+    if not warmup >= 0 or not 0 <= decay <= 1 or not 0 <= z_loss < math.inf:
+        raise ValueError(f"--warmup-steps must be >= 0, --wsd-decay-fraction in [0, 1] and --z-loss >= 0, got "
+                         f"{optim.warmup_steps}, {optim.wsd_decay_fraction}, {optim.z_loss}")  # fmt: skip
+
+
+def check_scratch(scratch: Path | str | None) -> None:
+    """`--scratch` is where this node stages the store's copies: a URL there became the local folder
+    ``./s3:/bucket/...`` (pathlib folds ``//``), written beside the working directory instead of refused."""
+    if scratch is not None and is_remote(str(scratch)):
+        raise ValueError(f"--scratch {scratch}: must be a node-local folder, not a URL (the store's copies go there)")
 
 
 def path_or_url(text: str) -> Path | str:

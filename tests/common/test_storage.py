@@ -102,6 +102,15 @@ def test_stale_lock_is_reported_with_its_age_and_can_be_broken(s3) -> None:  # n
     acquire_output_lock(run).release()
 
 
+def test_a_planted_lock_with_an_impossible_pid_is_judged_by_its_heartbeat(s3) -> None:  # noqa: F811
+    """A record naming this host and a pid beyond a C long: os.kill's OverflowError was a traceback."""
+    run = f"{s3.make_bucket('bigpid')}/run"
+    planted = {"host": socket.gethostname(), "pid": 2**70, "heartbeat_at": time.time() - STALE_AFTER_S - 60}
+    fsspec.filesystem("s3").pipe_file("bigpid/run/.lock", json.dumps(planted).encode())
+    with pytest.raises(FolderLocked, match=r"stale lock \(.* pid 1180591620717411303424"):
+        acquire_output_lock(run)
+
+
 def test_a_lock_whose_holder_died_on_this_host_is_taken_over(s3) -> None:  # noqa: F811
     run = f"{s3.make_bucket('takeover')}/run"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +27,10 @@ from tests.support.cli import REPO
 from tests.support.trainer_inputs import synthetic_run_inputs
 
 SAMPLE = str(REPO / "pipelines" / "sample" / "sample.warc.gz")
+DCLM = (REPO / "pipelines" / "recipes" / "dclm.yaml").read_text()
 MC_LINE = json.dumps({"context": "w1", "choices": ["w2", "w3"], "gold": 0}) + "\n"
 TRAIN = ["--shards", "{shards}", "--tokenizer", "{tok}", "--device", "cpu", "--no-bf16"]
+SFT = ["--base", "{model}", "--data", "{tmp}/garbage.json", "--device", "cpu", "--no-bf16"]
 
 
 def _mix(docs: str, **changes: object) -> dict:
@@ -38,6 +41,12 @@ def _mix(docs: str, **changes: object) -> dict:
 
 def _ablation(path: str, **changes: object) -> dict:
     return {"datasets": [{"name": "a", "path": path}], "tokens": 100_000, "tasks": {}, **changes}
+
+
+def _costs(**changes: object) -> dict:
+    """The shipped cost table with the DCLM recipe's figures changed."""
+    table = json.loads((REPO / "pipelines" / "recipes" / "costs.json").read_text())
+    return {**table, "dclm": {**table["dclm"], **changes}}
 
 
 # (id, module, argv, files to write first {name: text or JSON-able}, a word the error line holds)
@@ -165,6 +174,54 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
      {"spec.yaml": _ablation("{docs}", tokens=10**9, max_repetition=4)}, "cannot be met"),
     ("lid-eval-out-folder-missing", "classifiers.lid_eval", ["--data", "{tmp}/s.jsonl", "--out", "{tmp}/no/l.json"],
      {"s.jsonl": '{"text": "hello", "lang": "en"}\n'}, "--out"),
+    # the store surface (issue 30's third audit): a local path where a URL belongs and the other way round
+    ("lock-break-a-local-folder", "common.object_lock", ["--break", "{tmp}/folder"], {}, "not a store URL"),
+    ("train-scratch-a-url", "trainer.fsdp_train", [*TRAIN, "--out", "{tmp}/out", "--scratch", "s3://bucket/x"], {},
+     "--scratch"),
+    ("sft-scratch-a-url", "trainer.sft", [*SFT, "--out", "memory://sft/o", "--scratch", "s3://bucket/x"], {},
+     "--scratch"),
+    ("sft-lr-inf", "trainer.sft", [*SFT, "--out", "{tmp}/out", "--lr", "inf"], {}, "--lr"),
+    ("sft-lora-alpha-inf", "trainer.sft", [*SFT, "--out", "{tmp}/out", "--lora-rank", "4", "--lora-alpha", "inf"], {},
+     "--lora-alpha"),
+    ("sft-device-bogus", "trainer.sft", [*SFT, "--out", "{tmp}/out", "--device", "bogus"], {}, "--device"),
+    # evals.ablate's pre-checks: a budget beyond a float was a traceback; an infinite repetition, a garbage
+    # tokenizer or one whose folder holds --out failed in mixtures.build, after --out was begun
+    ("ablate-tokens-beyond-a-float", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
+     {"spec.yaml": _ablation("{docs}", tokens=10**400)}, "cannot be met"),
+    ("ablate-max-repetition-inf", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
+     {"spec.yaml": "datasets: [{name: a, path: '{docs}'}]\ntasks: {}\ntokens: 100000\nmax_repetition: .inf\n"},
+     "max_repetition"),
+    ("ablate-tokenizer-garbage", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
+     {"spec.yaml": _ablation("{docs}", tokenizer="{tmp}/garbage.json", max_repetition=100)}, "not a tokenizer"),
+    ("ablate-out-inside-the-tokenizers-folder", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tokdir}/ablation"],
+     {"spec.yaml": _ablation("{docs}", tokenizer="{tok}", max_repetition=100)}, "tokenizer's folder"),
+    # an integer past Python's 4,300-digit limit: a ValueError from PyYAML (decimal), an unprintable count (hex)
+    ("ablate-tokens-of-5001-digits", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
+     {"spec.yaml": "datasets: [{name: a, path: '{docs}'}]\ntasks: {}\ntokens: 1" + "0" * 5000 + "\n"}, "digits"),
+    ("ablate-tokens-of-5000-hex-digits", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
+     {"spec.yaml": "datasets: [{name: a, path: '{docs}'}]\ntasks: {}\ntokens: 0x" + "f" * 5000 + "\n"}, "digits"),
+    # an unknown storage scheme: fsspec's ValueError ("Protocol not known") was a traceback, in pipelines.run
+    # after the run folder was begun
+    ("plan-cc-base-unknown-scheme", "pipelines.plan", ["CC-MAIN-2024-10", "--cc-base", "nope://x"], {}, "nope"),
+    ("run-source-unknown-scheme", "pipelines.run", ["nope://x/a.warc.gz", "--out", "{tmp}/out"], {}, "nope"),
+    ("plan-listed-url-unknown-scheme", "pipelines.plan", ["{tmp}/l.paths"], {"l.paths": "nope://x/a.warc.gz\n"},
+     "nope"),
+    # a BFF recipe's filter size: .nan was a traceback (in pipelines.run after curating), 1.5 was planned and run
+    ("plan-bff-expected-ngrams-nan", "pipelines.plan", ["sample", "--recipe", "{tmp}/r.yaml"],
+     {"r.yaml": DCLM.replace("bff_expected_ngrams: null", "bff_expected_ngrams: .nan")}, "bff_expected_ngrams"),
+    # a hand-edited --costs table: a NaN figure was a traceback in the BFF arithmetic, a negative one a plan
+    ("plan-costs-figure-nan", "pipelines.plan", ["sample", "--recipe", "{tmp}/r.yaml", "--costs", "{tmp}/c.json"],
+     {"r.yaml": DCLM, "c.json": _costs(bff_ngrams_per_curated_doc=float("nan"))}, "bff_ngrams_per_curated_doc"),
+    ("plan-costs-figure-negative", "pipelines.plan", ["sample", "--recipe", "{tmp}/r.yaml", "--costs", "{tmp}/c.json"],
+     {"r.yaml": DCLM, "c.json": _costs(peak_rss_mb=-5.0)}, "peak_rss_mb"),
+    # --calibrate on a run folder whose records are garbled: the arithmetic's AttributeError was a traceback
+    ("plan-calibrate-stages-a-list", "pipelines.plan", ["sample", "--recipe", "{tmp}/r.yaml", "--calibrate", "{tmp}/r"],
+     {"r.yaml": DCLM, "r/stats.json": {"stages": []}, "r/report/report.json": {"steps": [], "totals": {
+         "html_documents": 10, "kept_documents": 5, "kept_tokens": 100}},
+      "r/run.json": {"config": {"recipe": {"name": "dclm"}, "source": {"base": "{tmp}", "paths": ["no.warc.gz"]}}}},
+     "--calibrate"),
+    ("run-bff-expected-ngrams-fraction", "pipelines.run", [SAMPLE, "--recipe", "{tmp}/r.yaml", "--out", "{tmp}/out"],
+     {"r.yaml": DCLM.replace("bff_expected_ngrams: null", "bff_expected_ngrams: 1.5")}, "bff_expected_ngrams"),
 ]
 
 
@@ -257,3 +314,73 @@ def test_an_export_into_a_live_training_runs_folder_is_refused(inputs: dict[str,
         holder.wait()
     code, stderr = _in_process("trainer.export_hf", argv)  # the run ended: the export's own checks speak
     assert code == 2 and "being written" not in stderr and "not a checkpoint" in stderr, stderr
+
+
+def _unlocked(root: Path) -> dict[str, tuple[int, int]]:
+    return {path: stat for path, stat in _listing(root).items() if not path.endswith("/.lock")}
+
+
+PLANTED = {"list": "[1, 2]", "local": '{"url": "/etc", "block_bytes": 0, "cache_bytes": 0}'}
+
+
+@pytest.mark.parametrize("source", PLANTED.values(), ids=PLANTED.keys())
+def test_a_planted_store_source_in_local_shards_is_refused(
+    inputs: dict[str, Path], tmp_path: Path, source: str
+) -> None:
+    """A `store_source.json` (what `trainer.store` stages beside a store mixture's manifest) planted in a local
+    --shards folder: a list was a traceback; a local path as its URL was read from, a cache made inside the
+    mixture. Refused in one line naming the file, nothing written but the read lock's file."""
+    mix = tmp_path / "mix"
+    shutil.copytree(inputs["shards"], mix)
+    (mix / "store_source.json").write_text(source)
+    (mix / ".lock").touch()  # the read lock's file (the reader writes its record there): left out below
+    before = _unlocked(tmp_path)
+    argv = ["--shards", str(mix), "--tokenizer", str(inputs["tok"]), "--out", str(tmp_path / "out"), *TRAIN[4:]]
+    code, stderr = _in_process("trainer.fsdp_train", argv)
+    assert code == 2 and stderr.count("\n") == 1 and "store_source.json" in stderr, stderr[-3000:]
+    assert _unlocked(tmp_path) == before
+
+
+def test_sft_inputs_truncated_garbage_or_around_out_stop_it_in_one_line(tmp_path: Path) -> None:
+    """trainer.sft on a base whose model.safetensors was cut short (a traceback from safetensors once the run
+    had locked --out), with a --tokenizer that is JSON but no tokenizer (a bare Exception from tokenizers),
+    with --out inside the base or holding the conversations (it trained there and exited 0), with a LoRA rank
+    beyond the base's width (a 128 GB allocation's traceback): one line, before anything is written."""
+    from tests.support.sft_inputs import arithmetic_records, chat_tokenizer_dir, tiny_base, write_jsonl
+
+    base = tiny_base(tmp_path / "base", chat_tokenizer_dir(tmp_path / "tok"))
+    cut = tmp_path / "cut"
+    shutil.copytree(base, cut)
+    (cut / "model.safetensors").write_bytes((base / "model.safetensors").read_bytes()[:1000])
+    (tmp_path / "list.json").write_text("[1]")
+    (tmp_path / "convs").mkdir()
+    data = write_jsonl(tmp_path / "convs" / "train.jsonl", arithmetic_records(8))
+    flags = ["--data", str(data), "--out", str(tmp_path / "out"), "--device", "cpu", "--no-bf16"]
+    garbage_tokenizer = ["--base", str(base), "--tokenizer", str(tmp_path / "list.json")]
+    cases = [(["--base", str(cut)], "model.safetensors"), (garbage_tokenizer, "not a tokenizer"),
+             (["--base", str(base), "--out", str(base / "sft")], "--base folder"),
+             (["--base", str(base), "--out", str(tmp_path / "convs")], "--data file"),
+             (["--base", str(base), "--lora-rank", "1000000000"], "--lora-rank")]  # fmt: skip
+    for argv, needle in cases:
+        before = _listing(tmp_path)
+        code, stderr = _in_process("trainer.sft", [*flags, *argv])  # the last --out given wins
+        assert code == 2 and stderr.count("\n") == 1 and needle in stderr, stderr[-3000:]
+        assert _listing(tmp_path) == before
+
+
+def test_a_manifest_naming_files_outside_its_mixture_is_refused(inputs: dict[str, Path], tmp_path: Path) -> None:
+    """A mixture's manifest.json whose file paths climb out of it (`../other/00000_shard.ds`): the trainer read
+    the files there (checksums and all) and trained, exit 0. Refused in one line before anything is written."""
+    shutil.copytree(inputs["shards"], tmp_path / "elsewhere")
+    mix = tmp_path / "mix"
+    mix.mkdir()
+    manifest = json.loads((inputs["shards"] / "manifest.json").read_text())
+    for shard in manifest["files"]:
+        shard["path"] = f"../elsewhere/{shard['path']}"
+    (mix / "manifest.json").write_text(json.dumps(manifest))
+    (mix / ".lock").touch()
+    before = _unlocked(tmp_path)
+    argv = ["--shards", str(mix), "--tokenizer", str(inputs["tok"]), "--out", str(tmp_path / "out"), *TRAIN[4:]]
+    code, stderr = _in_process("trainer.fsdp_train", [*argv, "--max-steps", "1"])
+    assert code == 2 and stderr.count("\n") == 1 and "not a path inside the mixture" in stderr, stderr[-3000:]
+    assert _unlocked(tmp_path) == before

@@ -163,6 +163,9 @@ def test_store_outputs_and_inputs_are_checked_before_training(s3: S3Server, tmp_
         with pytest.raises(ValueError, match=r"s3://trainer-store/mix is being written by a mixture build \("):
             train(_cfg(shards_url, tok_url, tmp_path / "local", scratch))
     assert _listing(f"{BUCKET}/mix") == mixture  # the refused run's lease went with it
+    with pytest.raises(ValueError, match=r"--out s3://trainer-store/mix/run: .* apart from --shards"):
+        train(_cfg(shards_url, tok_url, f"{shards_url}/run", scratch))  # it trained into the mixture's folder
+    assert _listing(f"{BUCKET}/mix") == mixture
     reader = acquire_read_lock(f"s3://{BUCKET}/old", "training run")  # a run trains on `old` as its --shards
     try:
         with pytest.raises(ValueError, match=r"s3://trainer-store/old is being read by a training run \(.* pid"):
