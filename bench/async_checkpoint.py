@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from bench.train import model_config
+from common.cli import ArgumentParser
 
 REPO = Path(__file__).resolve().parents[1]
 MODES = ("sync", "async")
@@ -140,7 +141,7 @@ def compare(args: argparse.Namespace, passthrough: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--compare", action="store_true", help="every mode, --repeats times each")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--mode", choices=STORE_MODES, default="async")

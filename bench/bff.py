@@ -20,7 +20,6 @@ matters: the decisions must be equal) and at DCLM's 0.01 (its hash seeds are ran
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -33,6 +32,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from common.cli import ArgumentParser
 from dedup.bff import BffDeduper, BffParams, BloomFilter, FilterSize, paragraph_windows
 from dedup.evaluation import planted_bff_set
 from tests.support.shared_data import shared_data_dir
@@ -142,7 +142,7 @@ def dclm_parity(binary: str, texts: list[str], ngrams: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--docs", type=int, default=20_000)
     p.add_argument("--files", type=int, default=4)
     p.add_argument("--rounds", type=int, default=3)

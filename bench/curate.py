@@ -33,7 +33,6 @@ of them: one recipe's row on a shared machine.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import multiprocessing
@@ -46,7 +45,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any, TypeVar
 
-from common.cli import fail
+from common.cli import ArgumentParser, fail
 from curate.config import CurateConfig
 from pipelines.recipe import load_recipe
 from tests.support import shared_data
@@ -114,7 +113,7 @@ def _send_result(job: Callable[[], Any], send: Any) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=10.0, help="per-page extraction limit, both sides")
     parser.add_argument(

@@ -25,7 +25,6 @@ from the step alone (``BffDedup``, in a fresh fork, CPU from the kernel) over ``
 
 from __future__ import annotations
 
-import argparse
 import html
 import json
 import os
@@ -41,6 +40,7 @@ from pathlib import Path
 from statistics import median
 
 from bench.curate import in_fresh_process
+from common.cli import ArgumentParser
 from curate.warc_fastwarc import count_responses
 from dedup.bff_stage import SUMMARY, BffDedup, estimate_ngrams
 from dedup.config import DedupConfig
@@ -254,7 +254,7 @@ def profile(recipe: Path, warcs: dict[str, list[Path]], scratch: Path, repeats: 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", nargs="+", type=Path, default=sorted(RECIPES.glob("*.yaml")))
     parser.add_argument("--repeats", type=int, default=2, help="runs of each tiny WARC set (median CPU)")
     parser.add_argument("--write", action="store_true", help="store the entries in pipelines/recipes/costs.json")

@@ -14,7 +14,6 @@ ships 1 s; a small limit such as 0.1 s puts many pages near it, the hardest case
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
 import os
@@ -22,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from common.cli import ArgumentParser
 from tests.support import shared_data
 from tests.support.parity import Decisions, curate_decisions
 
@@ -57,7 +57,7 @@ def _differences(run: Decisions, base: Decisions) -> list[dict[str, str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="+", default=list(shared_data.EXTRACTION_SETS), help="extraction sets")
     parser.add_argument("--busy", type=int, default=2, help="CPU-bound processes beside the loaded run")
     parser.add_argument("--timeout", type=float, default=None, help="extraction limit, s (default: the recipe's)")

@@ -11,7 +11,6 @@ time is also printed). Medians over the rounds are reported.
 
 from __future__ import annotations
 
-import argparse
 import random
 import resource
 import statistics
@@ -31,6 +30,7 @@ from datatrove.data import Document
 from datatrove.pipeline.dedup.minhash import MinhashConfig, MinhashDedupSignature
 from datatrove.utils.text import simplify_text
 
+from common.cli import ArgumentParser
 from dedup.config import DedupConfig
 from dedup.evaluation import edit_words, jaccard, paragraph_chunks, real_texts
 from dedup.keys import MinhashKeyer
@@ -207,7 +207,7 @@ def bench_and_report(chunks: list[str], rounds: int) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
+    p = ArgumentParser()
     p.add_argument("--rounds", type=int, default=3, help="signature rounds (0: only --e2e)")
     p.add_argument("--docs", type=int, default=0, help="cap on documents (default: all, >= 2,000)")
     p.add_argument("--e2e", type=int, default=0, help="also dedup this many documents end to end")

@@ -13,7 +13,6 @@ one worker per task).
 
 from __future__ import annotations
 
-import argparse
 import json
 import pickle
 import subprocess
@@ -26,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from datatrove.io import get_datafolder
 
+from common.cli import ArgumentParser
 from dedup.buckets import DedupBuckets
 from dedup.clusters import DedupClusters
 from dedup.config import DedupConfig
@@ -109,7 +109,7 @@ def measure(n: int, tasks: int, memory_mb: int, tmp: str) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
+    p = ArgumentParser()
     p.add_argument("--sizes", type=int, nargs="*", default=[1_000_000])
     p.add_argument("--tasks", type=int, default=4)
     p.add_argument("--memory-mb", type=int, default=256)

@@ -13,7 +13,6 @@ memory follows duplicate pairs, not documents.
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import subprocess
@@ -27,6 +26,7 @@ import numpy as np
 from datatrove.data import Document
 from datatrove.io import get_datafolder
 
+from common.cli import ArgumentParser
 from dedup.buckets import DedupBuckets
 from dedup.clusters import DedupClusters
 from dedup.config import DedupConfig
@@ -128,7 +128,7 @@ def measure(stage: str, n: int, folder: str, duplicates: int = 0) -> dict | None
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
+    p = ArgumentParser()
     p.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
     p.add_argument("--bucket-sizes", type=int, nargs="*", default=[3_000_000], help="bucket stage only")
     p.add_argument("--child", nargs=4, metavar=("STAGE", "N", "DIR", "DUPLICATES"))

@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from common.cli import ArgumentParser
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -39,7 +41,7 @@ def run(sample: Path, out: Path, masking: bool, steps: int, extra: list[str]) ->
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--sample", type=Path, required=True, help="a `pipelines.run sample` folder (mixture/, tokenizer/)"
     )

@@ -43,6 +43,7 @@ from typing import Any
 
 import torch
 
+from common.cli import ArgumentParser
 from evals.harness import hf_model, icl_rows, run_lm_eval
 from evals.models import load_model
 from evals.tasks import Blimp, Suite, evaluate
@@ -121,7 +122,7 @@ def core_sides(args: argparse.Namespace, work: Path, ours_model: Any, lm: Any) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, help="an exported HF folder (default: a random --preset model)")
     parser.add_argument("--preset", default="tiny")
     parser.add_argument(

@@ -17,7 +17,6 @@ second of this process for that mode (extraction only, no sandbox), after the se
 from __future__ import annotations
 
 # bench/ holds tokenize.py, which would shadow the stdlib module: run from the repo root instead.
-import argparse
 import json
 import re
 import sys
@@ -28,6 +27,7 @@ from statistics import mean
 
 import trafilatura
 
+from common.cli import ArgumentParser
 from curate.extract import trafilatura_extract
 from curate.extract_resiliparse import resiliparse_extract
 from curate.warc import decode_payload
@@ -87,7 +87,7 @@ def score(extract, rows: list[dict]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="+", default=list(shared_data.EXTRACTION_SETS))
     parser.add_argument("--json", default=None)
     args = parser.parse_args()

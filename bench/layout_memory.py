@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from common.cli import ArgumentParser
 from trainer.config import get_preset
 from trainer.layouts import Layout, estimate
 
@@ -70,7 +71,7 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="125M")
     parser.add_argument("--vocab", type=int, default=32768)
     parser.add_argument("--seq-len", type=int, default=256)

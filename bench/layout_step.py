@@ -19,13 +19,14 @@ from dataclasses import replace
 
 import torch
 
+from common.cli import ArgumentParser
 from trainer.config import get_preset
 from trainer.layouts import Layout, estimate
 from trainer.metrics import flops_per_token, peak_flops, peak_memory_gib
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--vocab", type=int, default=32768)
     parser.add_argument("--seq-len", type=int, default=256)

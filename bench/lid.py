@@ -28,7 +28,6 @@ from pathlib import Path
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import argparse
 import json
 import time
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from classifiers.ft_predict import load_predictor
 from classifiers.language_filter import FastTextLanguageFilter
 from classifiers.lid import bundled_ft176_path
 from classifiers.lid_data import load_labelled, paragraphs
+from common.cli import ArgumentParser
 from tests.support import shared_data
 from tests.support.datatrove_reference import reference_language_filter
 
@@ -166,7 +166,7 @@ def bench_set(texts: list[str], repeats: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sets", nargs="+", default=["extracted", "paragraphs"], choices=["extracted", "paragraphs"])
     parser.add_argument("--json", default=None)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from common.cli import ArgumentParser
 from trainer.config import get_preset
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,7 +67,7 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="1B")
     parser.add_argument("--vocab", type=int, default=32768)
     parser.add_argument("--nproc", type=int, default=4)

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from bench.nanogpt import SHARED, prepare_ours, run_ours
+from common.cli import ArgumentParser
 
 
 def _char_meta(text_file: Path, dest: Path) -> Path:
@@ -32,7 +33,7 @@ def _char_meta(text_file: Path, dest: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iters", type=int, default=300)
     parser.add_argument("--lrs", type=float, nargs="+", default=[1e-3, 3e-3, 1e-2])
     parser.add_argument("--threads", type=int, default=2)

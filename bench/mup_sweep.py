@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from common.cli import ArgumentParser
 from mixtures.reader import ShardReader
 from trainer.config import ModelConfig
 from trainer.data import WindowIndex
@@ -130,7 +131,7 @@ def summary(results: list[dict[str, Any]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shards", type=Path, help="a mixtures.build folder (its last shard file is held out)")
     parser.add_argument("--widths", type=int, nargs="+", default=[32, 128])
     parser.add_argument("--log2-lrs", type=int, nargs="+", default=list(range(-11, -3)), help="LR = 2^k")

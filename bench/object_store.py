@@ -21,7 +21,6 @@ shards and manifest uploaded, manifest last), ``--repeats`` times each, with its
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import resource
@@ -33,6 +32,7 @@ from collections import Counter
 from pathlib import Path
 from statistics import median
 
+from common.cli import ArgumentParser
 from pipelines.sample import SAMPLE_WARC
 from tests.support.s3_server import S3Server, subprocess_env
 
@@ -128,7 +128,7 @@ def mixture_side_by_side(server: S3Server, log: Path, tmp: Path, repeats: int) -
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.object_store", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m bench.object_store", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warcs", nargs="+", default=[str(SAMPLE_WARC)], help="input WARC files (default: sample)")
     args = parser.parse_args(argv)

@@ -15,7 +15,6 @@ otherwise (dictionary pages, one row group). Prints the best of ``--repeats`` wa
 
 from __future__ import annotations
 
-import argparse
 import collections
 import os
 import re
@@ -29,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from common.bounded_input import MAX_DATA_BYTES, decoded_dictionary_bytes, refuse_parquet_bomb
+from common.cli import ArgumentParser
 from tests.support.counting_file import CountingFile
 
 WORDS = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext2_articles" / "wiki.valid.txt"
@@ -83,7 +83,7 @@ def measure(path: Path, repeats: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.parquet_bomb_check", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="python -m bench.parquet_bomb_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--file", type=Path, help="a documents parquet file with a `text` column")
     parser.add_argument("--text-mb", type=int, default=150, help="MB of text of the generated file")
     parser.add_argument("--repeats", type=int, default=3)

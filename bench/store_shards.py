@@ -13,7 +13,6 @@ store answered (the server's log, by method: the manifest, the listing, the rang
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 import fsspec
 
 from bench.object_store import REPO, requests
+from common.cli import ArgumentParser
 from tests.support.s3_server import S3Server, subprocess_env
 from tests.support.trainer_inputs import random_docs, word_tokenizer, write_shards
 
@@ -52,7 +52,7 @@ def train_once(server: S3Server, tmp: Path, tok: Path, name: str, flags: list[st
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.store_shards", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m bench.store_shards", description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=150_000, help="documents in the mixture (~70 tokens each)")
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--max-steps", type=int, default=10)

@@ -11,13 +11,14 @@ curate/README.md states is the summed RSS.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from common.cli import ArgumentParser
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -68,7 +69,7 @@ def measure(warc: str, recipe: str | None) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("warcs", nargs="+")
     parser.add_argument("--recipe", default=None)
     args = parser.parse_args(argv)

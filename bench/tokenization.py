@@ -26,6 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from common.cli import ArgumentParser
 from mixtures.build import build_mixture
 from mixtures.pool import available_cores
 from tests.support.shared_data import shared_data_dir
@@ -69,7 +70,7 @@ def write_corpus(texts: list[str], folder: Path, n_files: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=2, help="copies of the corpus (more text per run)")
     parser.add_argument(

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from common.cli import ArgumentParser
 from trainer.config import ModelConfig, get_preset
 from trainer.metrics import flops_per_token, peak_flops, peak_memory_gib
 from trainer.model import Transformer, lm_loss
@@ -221,7 +222,7 @@ def compare(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", choices=["plain", "ours", "ab"], default="ours", help="ab: both, interleaved")
     parser.add_argument("--compare", action="store_true", help="CPU: plain vs ours at 1 and 2 ranks")
     parser.add_argument("--repeats", type=int, default=3)

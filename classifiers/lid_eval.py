@@ -10,7 +10,6 @@ their items are left out of every other figure (so they cannot lower a precision
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter
@@ -24,7 +23,7 @@ from classifiers.language_filter import FastTextLanguageFilter
 from classifiers.lid import bundled_ft176_path, load_fasttext, normalize_label
 from classifiers.lid_data import load_labelled, map_languages, paragraphs
 from classifiers.metrics import accuracy, macro_f1, per_class
-from common.cli import one_line
+from common.cli import ArgumentParser, one_line
 
 Predict = Callable[[Sequence[str]], list[str]]
 
@@ -133,7 +132,7 @@ def format_report(report: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m classifiers.lid_eval", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m classifiers.lid_eval", description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, help="folder with sentences.jsonl.gz, or a .jsonl(.gz) file")
     parser.add_argument("--model", default=None, help="fastText LID model (default: bundled lid.176.ftz)")
     parser.add_argument("--out", default="lid_eval.json", help="JSON report path")

@@ -29,7 +29,7 @@ from classifiers.lid import LABEL_PREFIX
 from classifiers.metrics import precision_recall, quantiles, roc_auc, top_fraction_threshold
 from classifiers.quality_model import NEGATIVE, POSITIVE, QualityModel, fasttext_line, write_sidecar
 from classifiers.text_io import TextDoc, read_documents
-from common.cli import one_line
+from common.cli import ArgumentParser, one_line
 from common.config import config_from_args
 from common.lock import check_not_input
 
@@ -207,7 +207,7 @@ def format_report(report: TrainReport) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     d = TrainConfig()
-    p = argparse.ArgumentParser(prog="python -m classifiers.train_quality", description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="python -m classifiers.train_quality", description=__doc__.splitlines()[0])
     p.add_argument("--positive", nargs="+", required=True, help="high-quality documents (parquet/jsonl/txt/dirs)")
     p.add_argument("--negative", nargs="+", required=True, help="low-quality documents")
     p.add_argument("--out", required=True, help="model path; metadata goes to OUT.json")

@@ -7,6 +7,7 @@ script sees status 2; anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +33,14 @@ def fail(message: object) -> NoReturn:
     """Print `error: message` on stderr as one line and exit with status 2."""
     print(f"error: {one_line(message)}", file=sys.stderr)
     raise SystemExit(USAGE_ERROR)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors (a missing, unknown or malformed flag) end as every other bad input
+    does: one `error:` line naming the flag, exit 2, instead of the whole usage block before it."""
+
+    def error(self, message: str) -> NoReturn:
+        fail(f"{message} (see {self.prog} --help)")
 
 
 @contextmanager

@@ -23,7 +23,6 @@ the other's, so of a writer and a reader starting together at least one sees the
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -34,7 +33,7 @@ import time
 import uuid
 from typing import Any
 
-from common.cli import one_line
+from common.cli import ArgumentParser, one_line
 from common.lock import LOCK_NAME, FolderLock, FolderLocked, FolderReadLock, FolderUnavailable
 from common.storage import StorageError, check_store, filesystem, is_remote, join, local_path
 
@@ -298,7 +297,7 @@ def break_lock(folder: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m common.object_lock", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="python -m common.object_lock", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--break", dest="folder", required=True, metavar="URL", help="folder to unlock (its lock and read leases)"
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from datatrove.executor import LocalPipelineExecutor
 
-from common.cli import errors_as_one_line
+from common.cli import ArgumentParser, errors_as_one_line
 from common.executor_errors import ExecutorError
 from common.lock import FolderLock, check_apart, check_local_output, check_writable
 from common.ray_cluster.executor import RayOptions, add_ray_arguments, ray_executor, ray_options
@@ -116,7 +116,7 @@ def summarize(layout: DedupLayout, config: DedupConfig) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--input", required=True, help="folder of parquet documents with `id` and `text`")
     p.add_argument("--out", required=True, help="run folder: minhash/, deduped/, removed/, logs/")
     p.add_argument(

@@ -56,7 +56,7 @@ import yaml
 from common import strict_yaml
 from common.atomic import atomic_write_text
 from common.bounded_input import MAX_DATA_BYTES, decoded_dictionary_bytes, open_regular, read_bounded
-from common.cli import one_line
+from common.cli import ArgumentParser, one_line
 from common.lock import FolderLock, FolderUnavailable, check_apart
 from common.names import UnsafeName, checked_name
 from evals.decide import decisions
@@ -599,7 +599,7 @@ def ablate(spec: AblationSpec, out: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m evals.ablate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("spec", type=Path)

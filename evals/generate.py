@@ -27,7 +27,7 @@ from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from common.atomic import atomic_write_bytes
-from common.cli import one_line
+from common.cli import ArgumentParser, one_line
 from common.lock import check_not_input
 from evals.gsm8k import GSM8KDataError, Problem, read_problems, score
 from evals.models import ModelLoadError, pick_device, resolve_model_dir
@@ -189,7 +189,7 @@ def answer_gsm8k(
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m evals.generate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("model", type=Path, help="HF folder, trainer output folder or checkpoint step_* folder")

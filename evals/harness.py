@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from common.cli import fail
+from common.cli import ArgumentParser, fail
 from common.jsonl import JsonlError, iter_jsonl
 from common.lock import check_not_input
 from evals.tasks.icl import InContextTask
@@ -142,7 +142,7 @@ def run_lm_eval(lm: Any, tasks: dict[str, Path], limit: int | None = None) -> di
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m evals.harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("model", type=Path)

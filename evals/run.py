@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from common.cli import one_line
+from common.cli import ArgumentParser, one_line
 from common.lock import check_not_input, file_lock
 from evals.generate import Generator, answer_gsm8k, load_transformer
 from evals.gsm8k import Problem, read_problems
@@ -97,7 +97,7 @@ def summary_line(name: str, result: dict[str, Any]) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m evals.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("model", type=Path, help="HF folder, trainer output folder or checkpoint step_* folder")

@@ -17,7 +17,6 @@ Writes ``DIR/{positive,negative,calibration}.jsonl`` and ``DIR/quality.bin`` (+ 
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import sys
@@ -30,6 +29,7 @@ from classifiers.quality_model import fasttext_line
 from classifiers.text_io import TextDoc
 from classifiers.train_quality import TrainConfig, format_report, train
 from classifiers.wikitext import sections
+from common.cli import ArgumentParser
 from common.config import config_from_args
 
 EXTRACTION_SETS = ("html_extraction_aeb", "html_extraction_trafilatura", "html_extraction_readability",
@@ -169,7 +169,7 @@ def to_docs(rows: list[dict]) -> list[TextDoc]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m examples.quality_classifier", description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="python -m examples.quality_classifier", description=__doc__.splitlines()[0])
     p.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     p.add_argument("--out", required=True)
     p.add_argument("--dim", type=int, default=TrainConfig.dim)

@@ -11,7 +11,6 @@ datatrove shards, then manifest.json (last, atomically).
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -23,7 +22,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from common.cli import errors_as_one_line
+from common.cli import ArgumentParser, errors_as_one_line
 from common.lock import FolderLocked, check_apart, check_local_output, locked_folder
 from common.slurm_job import add_job_arguments, job_options, run_as_job
 from common.storage import is_remote
@@ -214,7 +213,7 @@ def _manifest(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m mixtures.build", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m mixtures.build", description=__doc__.splitlines()[0])
     parser.add_argument("spec", help="mixture YAML")
     parser.add_argument("--out", required=True, help="output folder for shards and manifest.json")
     parser.add_argument("--overwrite", action="store_true", help="replace shards already in --out")

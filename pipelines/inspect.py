@@ -25,7 +25,7 @@ from pathlib import Path
 
 import regex
 
-from common.cli import one_line
+from common.cli import ArgumentParser, one_line
 from common.run_dir import CURATED, PREVIOUS_REASON, PREVIOUSLY
 from pipelines.report.data import (
     NEWLY,
@@ -182,7 +182,7 @@ def format_document(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pipelines.inspect",
         description=__doc__.splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,

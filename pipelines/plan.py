@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from common.cli import fail
+from common.cli import ArgumentParser, fail
 from common.config import ConfigError
 from pipelines.costs import (
     COSTS_TABLE,
@@ -41,7 +41,7 @@ CC_PAGES_PER_WARC = 35_100  # CC-MAIN-2024-10: 3.16 billion pages in 90,000 WARC
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.plan", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m pipelines.plan", description=__doc__.splitlines()[0])
     parser.add_argument("source", nargs="+", help="crawl id, WARC files / globs / listings, or 'sample'")
     parser.add_argument("--recipe", default=None, help="recipe YAML (default: the bundled FineWeb recipe)")
     parser.add_argument("--cpus", type=int, default=1000, help="CPUs rented (default: 1000)")

@@ -14,7 +14,6 @@ cannot express (C4's line-level options, stop words, the language model) is part
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -26,7 +25,7 @@ from datatrove.utils.stats import PipelineStats
 
 from common.atomic import atomic_write_text
 from common.bounded_input import MAX_DATA_BYTES, read_bounded
-from common.cli import one_line
+from common.cli import ArgumentParser, one_line
 from common.config import ConfigError
 from common.lock import FolderLock, FolderUnavailable, check_apart, check_writable
 from curate.refilter import KEPT, Tally, build_refilter_pipeline, judged_ids
@@ -133,7 +132,7 @@ def check_run_record(path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.refilter", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m pipelines.refilter", description=__doc__.splitlines()[0])
     parser.add_argument("run", help="a run directory made by pipelines.run (holds run.json)")
     parser.add_argument("--recipe", required=True, help="recipe YAML with the new thresholds")
     parser.add_argument("--out", default=None, help="output directory (default: RUN/refilter/<recipe name>)")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from common.atomic import atomic_write_text
-from common.cli import one_line
+from common.cli import ArgumentParser, one_line
 from common.config import ConfigError
 from common.lifetime import children_die_with_me
 from common.lock import FolderUnavailable
@@ -48,7 +48,7 @@ VERSIONED = ("datatrove", "trafilatura", "fasttext-numpy2-wheel", "fast-langdete
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pipelines.run",
         description="Curate Common Crawl WARC files with the FineWeb recipe into parquet documents.",
     )

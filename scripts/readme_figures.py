@@ -9,14 +9,13 @@ The figure is the chain's `final evaluation: ...` line (`train/eval.json`'s summ
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
 from pathlib import Path
 
 from common.atomic import atomic_write_text
-from common.cli import errors_as_one_line
+from common.cli import ArgumentParser, errors_as_one_line
 
 REPO = Path(__file__).resolve().parents[1]
 QUOTED = re.compile(r"`final evaluation: [^`]*`")
@@ -35,7 +34,7 @@ def with_summary(readme: str, summary: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.readme_figures", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m scripts.readme_figures", description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, default=REPO / "out" / "sample", help="a chain run (default: out/sample)")
     parser.add_argument("--readme", type=Path, default=REPO / "README.md")
     parser.add_argument("--check", action="store_true", help="only compare: exit 1 when the README differs")

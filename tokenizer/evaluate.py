@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from common.cli import errors_as_one_line
+from common.cli import ArgumentParser, errors_as_one_line
 from tokenizer.artifacts import load_tokenizer
 from tokenizer.inputs import resolve_parquet
 from tokenizer.texts import iter_text_batches
@@ -110,7 +110,7 @@ def format_table(rows: list[tuple[str, Compression, Compression]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m tokenizer.evaluate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--tokenizer", required=True, help="tokenizer.json or its folder")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tokenizers import pre_tokenizers, trainers
 
-from common.cli import errors_as_one_line
+from common.cli import ArgumentParser, errors_as_one_line
 from common.lock import check_apart, check_local_output, check_writable
 from tokenizer.artifacts import tokenizer_sha256, write_tokenizer_dir
 from tokenizer.chat import CHAT_TOKENS
@@ -160,7 +160,7 @@ def check_inputs_apart(files: list[Path], out_dir: str | os.PathLike[str], colum
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m tokenizer.train", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m tokenizer.train", description=__doc__.splitlines()[0])
     parser.add_argument("--input", nargs="+", required=True, help="run dirs, parquet folders, globs, files")
     parser.add_argument("--out", required=True, help="output folder for tokenizer.json and friends")
     parser.add_argument("--vocab-size", type=int, default=32768)

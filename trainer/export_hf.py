@@ -24,7 +24,7 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from common.atomic import FILE_MODE
-from common.cli import fail
+from common.cli import ArgumentParser, fail
 from common.lock import (
     FolderLock,
     FolderUnavailable,
@@ -209,7 +209,7 @@ def load_checkpoint_model(checkpoint: Path) -> tuple[dict[str, torch.Tensor], di
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", type=Path, required=True, help="a step_* directory written by the trainer")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")

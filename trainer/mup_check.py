@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from common.atomic import atomic_write_text
-from common.cli import fail
+from common.cli import ArgumentParser, fail
 from trainer.config import ModelConfig
 from trainer.model import Transformer, lm_loss
 from trainer.optim import build_optimizer
@@ -174,7 +174,7 @@ def table(result: dict[str, dict[int, dict[str, float]]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     defaults = CheckSpec()
     parser.add_argument("--widths", type=int, nargs="+", default=list(defaults.widths))
     parser.add_argument("--base-dim", type=int, default=0, help="μP base width (default: the smallest width)")

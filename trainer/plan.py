@@ -17,7 +17,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, replace
 
-from common.cli import fail
+from common.cli import ArgumentParser, fail
 from trainer.config import PRESETS, ModelConfig
 from trainer.layouts import explain, rank_layouts, table
 from trainer.metrics import PEAK_FLOPS
@@ -254,7 +254,7 @@ def check_plan_args(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--params", type=float, help="parameter count N, e.g. 1e9 (default: the --model's)")
     parser.add_argument("--tokens", type=float, help="training tokens D (default: Chinchilla 20 N)")
     parser.add_argument("--gpus", type=int, required=True)

@@ -10,7 +10,6 @@ and throughput are drawn when the log has them.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -21,7 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from common.bounded_input import MAX_DATA_BYTES, read_bounded
-from common.cli import one_line
+from common.cli import ArgumentParser, one_line
 
 Series = dict[str, list[tuple[int, float]]]
 # (panel title, keys drawn on it, log-scale y)
@@ -99,7 +98,7 @@ def plot_log(log: Path, out: Path | None = None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer.plot", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m trainer.plot", description=__doc__.splitlines()[0])
     parser.add_argument("log", type=Path, help="metrics.jsonl written by trainer/fsdp_train.py")
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default: LOG with .png)")
     args = parser.parse_args(argv)

@@ -50,7 +50,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict  # noqa: E402
 
-from common.cli import USAGE_ERROR, one_line  # noqa: E402
+from common.cli import USAGE_ERROR, ArgumentParser, one_line  # noqa: E402
 from common.storage import is_remote  # noqa: E402
 from common.transfer import download_input  # noqa: E402
 from tokenizer.artifacts import load_tokenizer  # noqa: E402
@@ -535,7 +535,7 @@ OPTIM_FLAGS = {f.name for f in fields(OptimConfig)}
 
 
 def parse_args(argv: list[str] | None = None) -> SFTConfig:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m trainer.sft", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     defaults = SFTConfig(Path(), Path(), Path())

@@ -23,7 +23,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from common.cli import USAGE_ERROR, one_line
+from common.cli import USAGE_ERROR, ArgumentParser, one_line
 from common.config import ConfigError
 from common.slurm import (
     REPO,
@@ -44,7 +44,7 @@ STOP_FILE = "stop-requested"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m trainer.slurm",
         description="Train on a Slurm cluster: python -m trainer.slurm [flags] -- [trainer/fsdp_train.py flags]",
     )

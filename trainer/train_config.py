@@ -17,6 +17,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from common.cli import ArgumentParser
 from common.storage import is_remote, local_path
 from trainer.config import MAX_SEQ_LEN, BalanceKind, GateKind
 from trainer.optim import OptimConfig
@@ -338,7 +339,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
 
 def parse_args(argv: list[str] | None = None, description: str | None = None) -> TrainConfig:
     """CLI flags mirror TrainConfig fields (underscores -> dashes; booleans as --flag / --no-flag)."""
-    parser = argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)
+    parser = ArgumentParser(description=description, formatter_class=HelpFormatter)
     for name, hint, default in _flag_fields():
         _add_flag(parser, name, hint, default)
     values = vars(parser.parse_args(argv))

@@ -9,7 +9,6 @@ script, no external asset, images by relative path; it opens offline.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter
@@ -19,6 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic import atomic_write_text
+from common.cli import ArgumentParser
 from common.storage import as_path, is_remote
 from common.uploads import background_uploads
 from pipelines.report.data import NEWLY, RunInfo, RunUnreadable, load_run, newly, reader_counters, resolve_run_dir
@@ -252,7 +252,7 @@ def summary_table(data: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.report", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m pipelines.report", description=__doc__.splitlines()[0])
     parser.add_argument("run", type=as_path, help="run directory (OUT/<DUMP>), or an OUT folder holding one run")
     args = parser.parse_args(argv)
     try:

@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from common.cli import ArgumentParser
 from scripts.sample import texts
 
 SEED = 20240221
@@ -1305,7 +1306,7 @@ def build_sample(out: Path = DEFAULT_OUT, seed: int = SEED) -> Counter[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write the WARC")
     parser.add_argument("--seed", type=int, default=SEED, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -10,6 +10,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -143,3 +144,28 @@ def test_pipelines_inspect_catastrophic_grep_answers(tmp_path: Path) -> None:
 def test_pipelines_inspect_grep_timeout(tmp_path: Path, value: str) -> None:
     run = _one_document_run(tmp_path, "text")
     _refused(tmp_path, "pipelines.inspect", [str(run), "--grep", "x", f"--grep-timeout={value}"], "--grep-timeout")
+
+
+ROOMS = ("pipelines", "curate", "filters", "classifiers", "dedup", "tokenizer", "mixtures", "trainer", "evals",
+         "common")  # fmt: skip
+
+
+def _cli_modules() -> list[str]:
+    """Every module of the rooms that parses its own argv (found, so that a new CLI is covered too)."""
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for room in ROOMS:
+        for path in sorted((root / room).rglob("*.py")):
+            text = path.read_text()
+            if "ArgumentParser(" in text and "\ndef main(argv" in text:
+                found.append(".".join(path.relative_to(root).with_suffix("").parts))
+    return [*found, "trainer.fsdp_train"]
+
+
+@pytest.mark.parametrize("argv", [["--no-such-flag"], ["--no-such-flag", "x", "y", "z"]])
+@pytest.mark.parametrize("module", _cli_modules())
+def test_a_usage_error_is_one_line_for_every_cli(tmp_path: Path, module: str, argv: list[str]) -> None:
+    """argparse's own errors (an unknown flag, a missing argument) end as every other bad input: one `error:`
+    line naming what is wrong and where help is, exit 2, nothing written (argparse printed its usage block)."""
+    line = _refused(tmp_path, module, argv, "--help")
+    assert "unrecognized arguments" in line or "required" in line, line
