@@ -21,11 +21,14 @@ its smallest node, which is the union-find's root and the kept document. Then:
 * **sizes**: (root, member) edges re-routed by input rank range, with each range's number of roots;
 * **number**: cluster ids = roots before this range + position in it (the union-find's numbering,
   clusters in the order of their kept documents), sizes; records go to their document's range;
-* **write**: sorted by node, the ``<rank>.clusters`` files the filter reads, unchanged in format;
+* **write**: sorted by node, the ``<rank>.clusters`` files the filter reads, unchanged in format, one
+  open at a time;
 * **summary** (one task, the stage named like the single task's): ``summary.json``, the same fields.
 
 Every file is a checksummed record file written atomically; each task writes a ``.json`` receipt last,
-and a task whose receipt and files are valid is skipped, so a killed run resumes pass by pass.
+after all of its files, and a task with a receipt is skipped (the next pass validates the files as it reads them),
+so a killed run resumes pass by pass: a task killed before its receipt runs again and rewrites every file it
+writes, under the same names, so nothing is lost or counted twice.
 """
 
 from __future__ import annotations
@@ -469,7 +472,11 @@ class ClusterNumbers(_ClusterTask):
 
 
 class ClusterWrite(_ClusterTask):
-    """The ``<rank>.clusters`` files of this task's input ranks, sorted by document."""
+    """The ``<rank>.clusters`` files of this task's input ranks, sorted by document. The labels come sorted by
+    node, so rank after rank: one file is open at a time and is committed when the next rank's records start
+    (an open writer buffers, up to a 5 MB part on an object store, and a task of a whole dump covers hundreds
+    of ranks); a task killed between two files leaves the earlier ones whole and no receipt, and its rerun
+    writes every file of its ranks again."""
 
     name = "🎯 clusters: write"
     directory = f"{WORK}/written"
@@ -478,31 +485,43 @@ class ClusterWrite(_ClusterTask):
         counts = self.docs_per_rank()
         world = len(counts)
         ranks = rank_range(rank, world, self.tasks)
-        writers: dict[int, RecordWriter] = {}
-        sorted_blocks = self.sorted_input(ClusterNumbers.directory, rank, LABEL_KIND, CLUSTER_TABLE, ("node",))
+        writer: RecordWriter | None = None
+
+        def file_of(r: int) -> RecordWriter:
+            """The open file of rank ``r``: the files of the ranks before it committed (empty when no record)."""
+            nonlocal writer
+            if r not in ranks or (writer is not None and r < writer.header.rank):
+                raise CorruptFileError(f"labels of rank {r} out of order in cluster write task {rank} ({ranks})")
+            while writer is None or writer.header.rank < r:
+                if writer is not None:
+                    writer.commit(extra=counts[writer.header.rank])
+                nxt = ranks.start if writer is None else writer.header.rank + 1
+                header = Header(CLUSTER_KIND, self.fingerprint, nxt, world, CLUSTER.itemsize)
+                writer = RecordWriter(self.output_folder, clusters_path(nxt), header)
+            return writer
+
         try:
-            for r in ranks:
-                header = Header(CLUSTER_KIND, self.fingerprint, r, world, CLUSTER.itemsize)
-                writers[r] = RecordWriter(self.output_folder, clusters_path(r), header)
-            for block in sorted_blocks:
+            for block in self.sorted_input(ClusterNumbers.directory, rank, LABEL_KIND, CLUSTER_TABLE, ("node",)):
+                if not len(block):
+                    continue
                 doc_rank = node_rank(block["node"])
-                for r in np.unique(doc_rank).tolist():
-                    part = block[doc_rank == r]
+                starts = np.flatnonzero(np.r_[True, doc_rank[1:] != doc_rank[:-1]])
+                for start, stop in zip(starts, np.r_[starts[1:], len(block)], strict=True):
+                    part = block[start:stop]
                     records = np.empty(len(part), dtype=CLUSTER)
                     records["doc"] = node_doc(part["node"])
                     for field in ("size", "cluster", "keep"):
                         records[field] = part[field]
-                    writers[r].write(records)
-            for r in ranks:
-                writers[r].commit(extra=counts[r])
+                    file_of(int(doc_rank[start])).write(records)
+            if ranks:
+                file_of(ranks.stop - 1).commit(extra=counts[ranks.stop - 1])
             path = receipt_path(self.directory, rank)
             with self.output_folder.open(path + ".tmp", "wt") as f:
                 json.dump({"ranks": [ranks.start, ranks.stop]}, f)
             self.output_folder.mv(path + ".tmp", path)
         except BaseException:
-            for w in writers.values():
-                if not w.committed:
-                    w.abort()
+            if writer is not None and not writer.committed:
+                writer.abort()
             raise
 
 

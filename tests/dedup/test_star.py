@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import multiprocessing
+import os
 import random
+import signal
 import subprocess
 import sys
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +30,9 @@ from dedup.keys import MinhashKeyer
 from dedup.records import open_records
 from dedup.run import run_dedup
 from dedup.star import StarPass, buffer_records_for, cluster_stages, plan_clusters
+from tests.support.cluster_holds import PASS_HOLD, TASKS, WRITE_HOLD, killed_mid_pass, killed_mid_write
+from tests.support.fifo_holds import held_process, hold_open, release_open
+from tests.support.processes import descendants, wait_gone
 from tests.support.shared_data import shared_data_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,15 +174,50 @@ def test_held_out_near_duplicates_on_the_local_executor(tmp_path):
     assert removed[0] == removed[1]
 
 
+def run_local_executor(args: tuple, logs: Path) -> None:
+    """Every cluster stage with datatrove's LocalPipelineExecutor (forked workers), as ``dedup.run`` runs them."""
+    for name, steps, tasks in cluster_stages(*args):
+        LocalPipelineExecutor(steps, tasks=tasks, workers=2, logging_dir=str(logs / name), start_method="fork").run()
+
+
 def test_pass_executor_runs_each_pass(planted, tmp_path):
     """datatrove's LocalPipelineExecutor runs the passes (forked workers), as pipelines.run does."""
     base, config = planted
     config = replace(config, cluster_tasks=2, cluster_memory_mb=SMALL_CAP)
-    for name, steps, tasks in cluster_stages(
-        "dedup", str(base / "pairs"), str(base / "sigs"), str(tmp_path / "c"), config, "minhash"
-    ):
-        LocalPipelineExecutor(
-            steps, tasks=tasks, workers=2, logging_dir=str(tmp_path / "logs" / name), start_method="fork"
-        ).run()
+    run_local_executor(("dedup", str(base / "pairs"), str(base / "sigs"), str(tmp_path / "c"), config, "minhash"),
+                       tmp_path / "logs")  # fmt: skip
     single, ours = read_clusters(base / "single", config, 5), read_clusters(tmp_path / "c", config, 5)
     assert all(np.array_equal(a, b) for a, b in zip(single, ours, strict=True))
+
+
+def test_killed_mid_write_resumes_on_the_local_executor(planted, tmp_path):
+    """A local-executor run SIGKILLed (its process and workers) while a task is held after writing part of its
+    output: the first large-star's rank 1 with its edge files written and no receipt, then (the rerun) the write
+    stage's task 0 with rank 0's cluster file written and rank 1's not. Each rerun goes on from there; the last
+    one's cluster files, ids and sizes are the union-find's and nothing partial is left beside them."""
+    base, config = planted
+    config = replace(config, cluster_tasks=TASKS, cluster_memory_mb=SMALL_CAP)
+    out, logs, fp = tmp_path / "c", tmp_path / "logs", config.fingerprint("minhash")
+    args = ("dedup", str(base / "pairs"), str(base / "sigs"), str(out), config, "minhash")
+    holds = {PASS_HOLD: lambda: killed_mid_pass(out, logs, fp), WRITE_HOLD: lambda: killed_mid_write(out, logs, fp, 5)}
+    for hold in holds:
+        hold_open(out / hold)
+    for hold, left in holds.items():
+        run = multiprocessing.get_context("fork").Process(target=run_local_executor, args=(args, logs))
+        run.start()
+        try:
+            held_process(partial(descendants, run.pid), run.is_alive, timeout=120)
+        finally:
+            tree = {run.pid, *descendants(run.pid)}
+            for pid in tree:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            run.join()
+            assert not wait_gone(tree)
+        left()
+        release_open(out / hold)
+    run_local_executor(args, logs)
+    single, ours = read_clusters(base / "single", config, 5), read_clusters(out, config, 5)
+    assert all(np.array_equal(a, b) for a, b in zip(single, ours, strict=True))
+    assert json.loads((out / "summary.json").read_text()) == json.loads((base / "single" / "summary.json").read_text())
+    assert sorted(p.name for p in out.iterdir()) == [*(clusters_path(r) for r in range(5)), "summary.json"]

@@ -1,9 +1,11 @@
 """The distributed clustering passes (dedup/star.py) as Ray work: ``dedup.run --executor ray`` on a real two-node
 Ray cluster (head + worker on 127.0.0.1) gives the single-task union-find's cluster ids and sizes. The Ray run
 resumes a run whose signatures and buckets are done (copied from the single-task run: the same files, whatever the
-cluster stage), which also keeps the test short. Its Ray worker running the first pass's rank 1 is SIGKILLed at a
-point the test decides (the task held at its start, rank 0 of the pass complete): the executor resubmits the task
-and the run ends with the same clusters, removed documents and summary."""
+cluster stage), which also keeps the test short. Two of its tasks are SIGKILLed (Ray worker and task) at points
+the test decides, each after the task wrote part of its output (FIFOs where it opens its next file,
+``tests/support/fifo_holds.py``): the first large-star pass's rank 1 with its edges written and its receipt not,
+and the write stage's task 0 between its ranks' cluster files. The executor resubmits each and the run ends with
+the same clusters, removed documents and summary."""
 
 from __future__ import annotations
 
@@ -17,7 +19,6 @@ import signal
 import string
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,10 @@ from dedup.keys import MinhashKeyer
 from dedup.records import open_records
 from dedup.run import run_dedup
 from tests.support.cli import REPO
-from tests.support.ray_nodes import RAY, held_task, hold_task, python_workers, release, two_node_cluster
+from tests.support.cluster_holds import PASS_HOLD, WRITE_HOLD, killed_mid_pass, killed_mid_write
+from tests.support.fifo_holds import hold_open, release_open
+from tests.support.processes import wait_gone
+from tests.support.ray_nodes import RAY, held_task, python_workers, two_node_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(RAY is None, reason="ray is not installed")]
 RANKS = 3
@@ -73,10 +77,14 @@ def test_star_passes_on_two_ray_nodes_equal_the_union_find(tmp_path: Path) -> No
     assert "dedup_clusters_pass_001" not in single["seconds"] and single["minhash"]["removed"] > 150
     for done in ("minhash/signatures", "minhash/buckets", "logs/dedup_signatures", "logs/dedup_buckets"):
         shutil.copytree(tmp_path / "single" / done, tmp_path / "ray" / done)  # a run resumed after its buckets
-    log, route = tmp_path / "driver.log", tmp_path / "ray" / "logs" / "dedup_clusters_route" / "completions"
+    log, clusters = tmp_path / "driver.log", tmp_path / "ray" / "minhash" / "clusters"
+    fp, logs = config.fingerprint("minhash"), tmp_path / "ray" / "logs"
+    holds = {PASS_HOLD: lambda: killed_mid_pass(clusters, logs, fp),
+             WRITE_HOLD: lambda: killed_mid_write(clusters, logs, fp, RANKS)}  # fmt: skip
+    for hold in holds:
+        hold_open(clusters / hold)
     with two_node_cluster({**os.environ, "PYTHONPATH": str(REPO)}) as cluster:
         folders = cluster["folders"]
-        hold_task(folders, rank=1)  # the first stage the Ray run runs: the route pass, ranks 0 and 1
         command = [sys.executable, "-m", "dedup.run", "--input", str(tmp_path / "in"), "--out", str(tmp_path / "ray"),
                    "--executor", "ray", "--ray-address", cluster["address"], "--word-split", "whitespace",
                    "--cluster-tasks", "2", "--cluster-memory-mb", "122"]  # fmt: skip
@@ -84,15 +92,14 @@ def test_star_passes_on_two_ray_nodes_equal_the_union_find(tmp_path: Path) -> No
             proc = subprocess.Popen(command, cwd=folders["driver"], env=cluster["env"], stdout=out,
                                     stderr=subprocess.STDOUT)  # fmt: skip
         try:
-            task, worker = held_task(folders)
-            deadline = time.monotonic() + 240
-            while not (route / "00000").exists() and time.monotonic() < deadline and proc.poll() is None:
-                time.sleep(0.2)  # rank 0 is not held: it completes
-            assert (route / "00000").exists() and not (route / "00001").exists(), log.read_text()[-3000:]
-            release(folders, rank=1)  # the resubmitted task starts
-            for pid in (worker, task):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+            for hold, left in holds.items():
+                task, worker = held_task(folders)
+                left()
+                release_open(clusters / hold)  # the resubmitted task opens a regular file
+                for pid in (worker, task):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                assert not wait_gone({worker, task}), "the killed task lives on"
             proc.wait(timeout=300)
         finally:
             if proc.poll() is None:
@@ -102,9 +109,10 @@ def test_star_passes_on_two_ray_nodes_equal_the_union_find(tmp_path: Path) -> No
         assert proc.returncode == 0, output[-5000:]
         workers = {node: python_workers(folders[node]) for node in ("head", "worker")}
     print(output)
-    assert re.search(r"failed with (RayActorError|WorkerCrashedError)", output)  # the kill, resubmitted
+    resubmitted = re.findall(r"failed with (?:retriable error )?(?:RayActorError|WorkerCrashedError)", output)
+    assert len(resubmitted) == 2  # the two kills
     assert "[ray] dedup_buckets: 14/14 tasks" in output and "dedup_buckets: 0/" not in output  # skipped
-    assert "[ray] dedup_clusters_route: 2/2 tasks" in output
+    assert "[ray] dedup_clusters_route: 2/2 tasks" in output and "[ray] dedup_clusters_write: 2/2 tasks" in output
     assert "[ray] dedup_clusters_pass_004: 2/2 tasks" in output  # chains take more than one round
     assert all(workers.values()), workers  # both nodes ran tasks
     for a, b in zip(_clusters(tmp_path / "single", config), _clusters(tmp_path / "ray", config), strict=True):

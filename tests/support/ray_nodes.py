@@ -1,7 +1,7 @@
 """A real two-node Ray cluster on 127.0.0.1 for tests: a head and a worker, each a separate ``ray start`` node
 process with its own ``--temp-dir`` and scratch (``TMPDIR``), token authentication with a token of its own;
-stopped by pid at the end (``ray stop`` would stop every Ray cluster on the machine). ``hold_task`` makes one
-task wait at its start, on either node, until the test releases it: a kill at a point the test decides."""
+stopped by pid at the end (``ray stop`` would stop every Ray cluster on the machine). ``held_task`` finds the
+task that a FIFO of ``tests/support/fifo_holds.py`` holds, on either node: a kill at a point the test decides."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from common.ray_cluster.auth import MODE_VAR, TOKEN_PATH_VAR, TOKEN_VAR
+from tests.support.fifo_holds import waits_in_fifo_open
 from tests.support.processes import alive, descendants, wait_gone
 from tests.support.s3_server import free_port
 
@@ -90,30 +91,16 @@ def python_workers(temp_dir: Path) -> int:
     return len(list(temp_dir.glob("session_*/logs/python-core-worker-*.log")))
 
 
-def _task_log(folders: dict[str, Path], node: str, rank: int) -> Path:
-    """Where datatrove's Ray task of ``rank`` on ``node`` opens its log first thing (its ``TMPDIR``/ray_logs)."""
-    return folders[f"{node}-scratch"] / "ray_logs" / "logs" / f"task_{rank:05d}.log"
-
-
-def hold_task(folders: dict[str, Path], rank: int) -> None:
-    """The next Ray task of ``rank`` (the first stage that runs it), on either node, waits at its start: a FIFO
-    where it opens its log for writing blocks that open until a reader comes, and none does."""
-    for node in NODES:
-        path = _task_log(folders, node, rank)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.mkfifo(path)
-
-
 def held_task(folders: dict[str, Path], timeout: float = 240) -> tuple[int, int]:
-    """(pid, Ray worker pid) of the task ``hold_task`` holds: a process of this cluster (by its ``TMPDIR``)
-    waiting in the open of a FIFO for writing (``wchan`` wait_for_partner); its parent, the Ray worker (datatrove's
-    ``RankWorker`` actor), runs the task in it. The state lasts until ``release``: waiting for it catches no window."""
+    """(pid, Ray worker pid) of a task held by ``fifo_holds.hold_open``: a process of this cluster (by its
+    ``TMPDIR``) waiting in the open of a FIFO for writing; its parent, the Ray worker (datatrove's ``RankWorker``
+    actor), runs the task in it. The state lasts until the test kills the task: waiting for it catches no window."""
     scratch = {f"TMPDIR={folders[f'{node}-scratch']}".encode() for node in NODES}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for entry in Path("/proc").glob("[0-9]*"):
             try:
-                if not _waits_in_fifo_open(entry):
+                if not waits_in_fifo_open(entry):
                     continue
                 if not scratch & set((entry / "environ").read_bytes().split(b"\0")):
                     continue
@@ -124,26 +111,4 @@ def held_task(folders: dict[str, Path], timeout: float = 240) -> tuple[int, int]
             except (OSError, ValueError):
                 continue
         time.sleep(0.2)
-    raise RuntimeError("no Ray task of this cluster was held at its start")
-
-
-def _waits_in_fifo_open(proc: Path) -> bool:
-    """Whether the process sleeps in the open of a FIFO: its kernel wait channel, or where a kernel does not
-    name it (``wchan`` reads 0), asleep in the open/openat system call."""
-    wchan = (proc / "wchan").read_text()
-    if wchan not in ("", "0"):
-        return wchan == "wait_for_partner"
-    state = (proc / "stat").read_text()
-    syscall = (proc / "syscall").read_text().split()
-    opening = ("2", "257", "56")  # open and openat on x86-64, openat on arm64
-    return state[state.rindex(")") + 2] == "S" and bool(syscall) and syscall[0] in opening
-
-
-def release(folders: dict[str, Path], rank: int) -> None:
-    """Later tasks of ``rank`` open a regular file: each FIFO replaced at once (a rename); an open already
-    waiting on a FIFO keeps waiting (kill that task)."""
-    for node in NODES:
-        path = _task_log(folders, node, rank)
-        regular = path.with_name(path.name + ".regular")
-        regular.touch()
-        os.replace(regular, path)
+    raise RuntimeError("no Ray task of this cluster was held in the open of a FIFO")

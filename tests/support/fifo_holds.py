@@ -1,0 +1,53 @@
+"""A fixed point inside a task, for kill tests: a FIFO where the task opens a file for writing. The open blocks
+until a reader comes, and none does, so the task waits exactly there (what it wrote before stays as it is) until
+the test kills it, however loaded the machine; waiting for that state catches no window."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+
+def hold_open(path: Path) -> None:
+    """The next open of ``path`` for writing waits (its folders are made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+
+
+def release_open(path: Path) -> None:
+    """Later opens of ``path`` get a regular file: the FIFO replaced at once (a rename); an open already waiting
+    on the FIFO keeps waiting (kill that task)."""
+    regular = path.with_name(path.name + ".regular")
+    regular.touch()
+    os.replace(regular, path)
+
+
+def waits_in_fifo_open(proc: Path) -> bool:
+    """Whether the process (its ``/proc`` folder) sleeps in the open of a FIFO: its kernel wait channel, or
+    where a kernel does not name it (``wchan`` reads 0), asleep in the open/openat system call."""
+    wchan = (proc / "wchan").read_text()
+    if wchan not in ("", "0"):
+        return wchan == "wait_for_partner"
+    state = (proc / "stat").read_text()
+    syscall = (proc / "syscall").read_text().split()
+    opening = ("2", "257", "56")  # open and openat on x86-64, openat on arm64
+    return state[state.rindex(")") + 2] == "S" and bool(syscall) and syscall[0] in opening
+
+
+def held_process(candidates: Callable[[], Iterable[int]], running: Callable[[], bool], timeout: float = 240) -> int:
+    """The first pid of ``candidates()`` (asked again until one is held) waiting in a FIFO's open; a
+    RuntimeError as soon as ``running()`` is false (what should reach the hold ended first)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid in candidates():
+            try:
+                if waits_in_fifo_open(Path(f"/proc/{pid}")):
+                    return pid
+            except OSError:
+                continue
+        if not running():
+            raise RuntimeError("the run ended before a process was held in the open of a FIFO")
+        time.sleep(0.2)
+    raise RuntimeError("no process was held in the open of a FIFO")
