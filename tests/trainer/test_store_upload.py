@@ -8,6 +8,7 @@ double of the store, so the ordering is shown by events, not by timing; the seco
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 from tests.support.s3_server import S3Server, s3, s3_server_session  # noqa: F401
 from tests.support.trainer_inputs import torchrun
 from tests.trainer.test_async_checkpoint import _model_and_optimizer, _step
-from tests.trainer.test_store import BUCKET, _args, _upload_inputs
+from tests.trainer.test_store import BUCKET, _args, _upload_inputs, held_run
 from trainer.checkpoint_trust import CHECKSUMS
 from trainer.distributed import init_distributed, shutdown
 from trainer.store import StoreCheckpointer, StoreCheckpoints, UploadFailed
@@ -143,3 +144,25 @@ def test_two_ranks_uploading_behind_training_commit_whole_checkpoints_and_resume
         assert sorted(listed) == sorted(Path(p).name for p in fs.find(f"{prefix}/{name}") if CHECKSUMS not in p)
         assert {n[:4] for n in listed if n.endswith(".distcp")} == {"__0_", "__1_"}  # both ranks' shards
     assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.e2e  # one torchrun launch
+def test_a_store_gone_mid_upload_ends_the_run_in_one_line(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
+    """Two gloo ranks, --async-checkpoint: the store goes away (its endpoint drops every connection and takes no
+    new one) while rank 1's upload thread sends its shard of step 2. Every rank ends (none waits for ever at
+    the upload group's collectives), the launcher exits 2 with one `error:` line naming the checkpoint not
+    committed, and a reader of the store sees step 1 committed and step 2 without its manifest."""
+    shards, tok, _, _ = _upload_inputs(s3, tmp_path / "inputs")  # local inputs: only --out is on the store
+    out = f"s3://{BUCKET}/train"
+    args = _args(str(shards), str(tok), out, tmp_path / "scratch", "--checkpoint-every", "1", "--async-checkpoint")
+    held = rb"PUT /[^ ?]*/step_000000002/__1_0\.distcp[ ?]"
+    # one retry per request (botocore's default of 5 attempts with backoff only makes the end come later)
+    with held_run(s3, args, held, 0, tmp_path / "logs", "trainer.launch", AWS_MAX_ATTEMPTS="2") as (proc, proxy):
+        proxy.stop()  # the store is gone: the held request's connection closed, new ones refused
+        assert proc.wait(timeout=240) == 2
+    said = [line for line in (tmp_path / "logs/stderr").read_text().splitlines() if "--no-verify-shards" not in line]
+    assert len(said) == 2, said  # no traceback: rank 0's line, after the lock it could not release
+    assert said[0].startswith(f"warning: could not remove {out}/.lock ("), said
+    assert re.fullmatch(rf"error: checkpoint step_000000002 not committed on {out}/checkpoints: rank [01] could not "
+                        r"upload step_000000002: .+", said[1]), said  # fmt: skip
+    assert StoreCheckpoints(f"{out}/checkpoints").committed() == ["step_000000001"]
