@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from mixtures.manifest import ManifestError
 from mixtures.reader import ShardReader
 from tests.support.cli import REPO
 from tests.support.holding_proxy import HoldingProxy
-from tests.support.processes import descendants, wait_gone
+from tests.support.processes import descendants, kill_all, wait_gone
 from tests.support.s3_server import S3Server, free_port, s3, s3_server_session, subprocess_env  # noqa: F401
 from tests.support.trainer_inputs import read_jsonl, synthetic_run_inputs, torchrun
 from trainer.data import WindowIndex
@@ -228,13 +227,15 @@ def _kill_mid_upload(server: S3Server, args: list[str], logs: Path, committed_fi
     """Start torchrun (2 ranks) against the store through a proxy that lets ``committed_first`` checkpoint
     manifests through and holds the next one in flight: every rank's files of that checkpoint are on the store
     (rank 0 writes the manifest after gathering every rank's digests), its commit never arrives. Then SIGKILL
-    the launcher and its ranks, at that point and no other. Returns the partial checkpoints."""
+    the launcher, at that point and no other: its ranks die with it (none lives on, holding the upload).
+    Returns the partial checkpoints."""
     with held_run(server, args, rb"PUT /[^ ?]*/checksums\.json[ ?]", committed_first, logs) as (proc, proxy):
         ranks = descendants(proc.pid)
         proc.send_signal(signal.SIGKILL)
-        for pid in ranks:
-            os.kill(pid, signal.SIGKILL)
-        assert wait_gone(ranks) == set()
+        try:
+            assert wait_gone(ranks) == set(), "a rank outlived its killed launcher"
+        finally:
+            kill_all(ranks)
     assert len(proxy.matched) == committed_first + 1
     return _partial_steps(f"{BUCKET}/train/checkpoints")
 
@@ -245,7 +246,7 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[int, f
     of ~20 steps): its losses by step and its HF export's weights file. Run once for the module."""
     root = tmp_path_factory.mktemp("uninterrupted")
     shards, tok = synthetic_run_inputs(root / "inputs", vocab=96, n_docs=80, seq_len=32)
-    torchrun(_args(str(shards), str(tok), str(root / "local"), root / "scratch", "--checkpoint-every", "2"))
+    torchrun(_args(str(shards), str(tok), str(root / "local"), root / "scratch", "--checkpoint-every", "10"))
     losses = {r["step"]: r["loss"] for r in read_jsonl(root / "local/metrics.jsonl") if "loss" in r}
     return losses, root / "local/hf/model.safetensors"
 
@@ -279,6 +280,7 @@ def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(
     # the rerun: the same 2 ranks as two "nodes" (one rank each) that share no folder: each its own scratch
     # and TMPDIR, so each node fetches the inputs and the checkpoint itself and uploads what its rank wrote
     port = str(free_port())
+    rerun = ["--checkpoint-every", "5", *upload, "--resume"]  # fewer saves: the losses do not depend on them
     nodes = []
     for node in (0, 1):
         (tmp_path / f"node{node}").mkdir()
@@ -292,7 +294,7 @@ def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(
             "--nproc_per_node=1",
             "--master_addr=127.0.0.1",
             f"--master_port={port}",
-            *_args(shards_url, tok_url, out, tmp_path / f"scratch{node}", *every, "--resume"),
+            *_args(shards_url, tok_url, out, tmp_path / f"scratch{node}", *rerun),
         ]
         nodes.append(subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True))  # fmt: skip
