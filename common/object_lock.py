@@ -153,12 +153,23 @@ class _HeartbeatObject:
             self.fs.rm_file(self.key)
 
     def release(self) -> None:
+        """Stop the heartbeat and delete the object. A store out of reach now (the run may be ending because of
+        it) leaves the object to go stale, said in one warning line: never raised over the run's own outcome
+        (a one-line error, or its completed outputs)."""
         if self._beat is None:
             return
         self._stop.set()
         self._beat.join()
         self._beat = None
-        self._drop_own()
+        try:
+            self._drop_own()
+        except Exception as err:  # botocore's connection errors are not OSErrors
+            print(
+                f"warning: could not remove {self.url} ({one_line(err)}); a rerun on this host takes it over, "
+                f"elsewhere it is stale after {STALE_AFTER_S:.0f} s (then `python -m common.object_lock --break "
+                f"{self.folder}`)",
+                file=sys.stderr,
+            )
 
 
 class ObjectLock(_HeartbeatObject):

@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 import torch.distributed as dist
 from torch import nn
 
+from common.cli import one_line
 from common.object_lock import acquire_output_lock, acquire_read_lock
 from common.storage import check_store, filesystem, is_remote, join
 from common.transfer import download_folder, download_input, upload_files, upload_folder
@@ -189,7 +190,8 @@ class StoreCheckpointer(Checkpointer):
         """Upload this rank's files of `final` (rank 0 also the metadata and the run's `records`), then rank 0
         commits: `checksums.json` once every rank reported its upload complete, then prunes the older
         checkpoints. Collective over `group`. A rank whose write (`failed`) or upload failed still joins the
-        collectives: every rank raises UploadFailed, and nothing is committed."""
+        collectives: every rank raises UploadFailed, and nothing is committed; so does every rank when rank 0's
+        commit (or its pruning) fails."""
         rank = self.info.rank
         error = failed
         mine: dict[str, Path] = {}
@@ -215,13 +217,26 @@ class StoreCheckpointer(Checkpointer):
         failures = [e for _, e in everyone if e is not None]
         if failures:
             raise UploadFailed(f"checkpoint {final.name} not committed on {self.store.url}: {failures[0]}")
+        error = None
         if rank == 0:
             files = {name: digest for part, _ in everyone for name, digest in part.items()}
             text = json.dumps({"algorithm": "sha256", "files": files}, indent=1, sort_keys=True) + "\n"
-            self.store.fs.pipe_file(f"{self.store.key}/{final.name}/{CHECKSUMS}", text.encode())  # the commit
-            for old in self.store.committed()[: -self.keep]:
-                self.store.remove(old)
-        _barrier(group)
+            try:
+                self.store.fs.pipe_file(f"{self.store.key}/{final.name}/{CHECKSUMS}", text.encode())  # the commit
+            except Exception as err:
+                error = f"checkpoint {final.name} not committed on {self.store.url}: rank 0 could not write its "
+                error += f"manifest: {type(err).__name__}: {err}"
+            if error is None:
+                try:
+                    for old in self.store.committed()[: -self.keep]:
+                        self.store.remove(old)
+                except Exception as err:
+                    error = f"checkpoint {final.name} committed on {self.store.url}, but rank 0 could not remove "
+                    error += f"the older ones: {type(err).__name__}: {err}"
+        # rank 0's outcome to every rank (also the barrier): one that raised alone left the others waiting here
+        outcome = _gather(error, group)[0]
+        if outcome is not None:
+            raise UploadFailed(outcome)
 
     def _files(self, final: Path) -> dict[str, Path]:
         """What this rank uploads of `final`: the .distcp files it wrote, and on rank 0 every other file but the
@@ -331,21 +346,35 @@ class StoreRun:
         records = (self.local, self.url)
         return StoreCheckpointer(self.local / "checkpoints", keep, url, self.info, background, records)
 
+    def _on_rank0(self, what: str, upload: Callable[[], None]) -> None:
+        """`upload()` on rank 0; its failure (any: botocore's connection errors are not OSErrors) raised on every
+        rank as one UploadFailed line. Collective: a rank that raised alone would leave the others waiting in
+        the next collective, which it never reaches (a store gone at the end of a run hung it)."""
+
+        def attempt() -> None:
+            try:
+                upload()
+            except Exception as err:
+                raise UploadFailed(f"{what} not uploaded to {self.url}: {type(err).__name__}: {one_line(err)}") from err
+
+        rank0_verdict(attempt, UploadFailed)
+
     def publish_records(self) -> None:
         """metrics.jsonl and run_config.json as they are now (rank 0; at the end: each checkpoint takes the
-        records of its save with it)."""
-        if self.info.rank != 0:
-            return
+        records of its save with it). Collective."""
         files = {n: self.local / n for n in RECORDS if (self.local / n).is_file()}
-        upload_files(files, self.url)
+        self._on_rank0("the run's records", lambda: upload_files(files, self.url))
 
     def publish_export(self, hf_dir: Path | None, adapter: Path | None = None) -> None:
         """hf/ (its config.json last) and a LoRA run's adapter/ (adapter_config.json last). Collective."""
-        if self.info.rank == 0 and hf_dir is not None:
-            upload_folder(hf_dir, join(self.url, "hf"), last=HF_MARKER)
-        if self.info.rank == 0 and adapter is not None:
-            upload_folder(adapter, join(self.url, "adapter"), last="adapter_config.json")
-        _barrier()
+
+        def upload() -> None:
+            if hf_dir is not None:
+                upload_folder(hf_dir, join(self.url, "hf"), last=HF_MARKER)
+            if adapter is not None:
+                upload_folder(adapter, join(self.url, "adapter"), last="adapter_config.json")
+
+        self._on_rank0("the export", upload)
 
 
 def fetch_input(url: str, local: Path) -> tuple[Path, str]:

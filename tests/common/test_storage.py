@@ -19,6 +19,7 @@ from common.lock import FolderLock, FolderLocked, FolderUnavailable
 from common.object_lock import STALE_AFTER_S, ObjectLock, acquire_output_lock, acquire_read_lock, break_lock, main
 from common.storage import StorageError, as_path, check_store, is_remote, join
 from common.transfer import download_folder
+from tests.support.holding_proxy import HoldingProxy
 from tests.support.s3_server import FOREIGN, clear_clients, free_port, s3, s3_server_session  # noqa: F401
 
 
@@ -132,6 +133,32 @@ def test_heartbeat_rewrites_the_lock(s3) -> None:  # noqa: F811
     fs.invalidate_cache()
     assert json.loads(fs.cat("beat/run/.lock"))["heartbeat_at"] > first
     lock.release()
+
+
+def test_a_store_gone_at_release_leaves_the_lock_to_go_stale_in_one_warning(
+    s3,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A run ending because its store went away must still end with its own one line: releasing its lock and
+    read lease there fails, which is a warning each (what is left, when it goes stale), not a traceback."""
+    run, mix = f"{s3.make_bucket('gone')}/run", "s3://gone/mix"
+    with HoldingProxy(s3.port, rb"never matched", let_through=0) as proxy:  # a way to the store, then none
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # the connection refused at once, not after retries
+        clear_clients()
+        lock, lease = acquire_output_lock(run), acquire_read_lock(mix, "training run")
+        proxy.stop()
+        lock.release()
+        lease.release()  # type: ignore[union-attr]
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 2 and said[0].startswith("warning: could not remove s3://gone/run/.lock ("), said
+    assert said[0].endswith("stale after 300 s (then `python -m common.object_lock --break s3://gone/run`)")
+    assert said[1].startswith("warning: could not remove s3://gone/mix/.readers/"), said
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
+    clear_clients()
+    left = sorted(fsspec.filesystem("s3").find("gone"))
+    assert [path.rsplit("/", 1)[0] for path in left] == ["gone/mix/.readers", "gone/run"] and left[1].endswith("/.lock")
 
 
 def test_a_read_lease_refuses_writers_naming_the_reader(s3, tmp_path: Path) -> None:  # noqa: F811

@@ -4,12 +4,13 @@ uninterrupted one, a save killed mid-upload never resumed from, and bad stores r
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import fsspec
@@ -22,7 +23,7 @@ from mixtures.manifest import ManifestError
 from mixtures.reader import ShardReader
 from tests.support.cli import REPO
 from tests.support.holding_proxy import HoldingProxy
-from tests.support.processes import descendants, wait_gone
+from tests.support.processes import descendants, kill_all, wait_gone
 from tests.support.s3_server import S3Server, free_port, s3, s3_server_session, subprocess_env  # noqa: F401
 from tests.support.trainer_inputs import read_jsonl, synthetic_run_inputs, torchrun
 from trainer.data import WindowIndex
@@ -186,45 +187,88 @@ def _partial_steps(prefix: str) -> list[str]:
     return sorted(name for name, done in StoreCheckpoints(f"s3://{prefix}").steps().items() if not done)
 
 
-def _kill_mid_upload(server: S3Server, args: list[str], committed_first: int = 2) -> list[str]:
-    """Start torchrun (2 ranks) against the store through a proxy that lets ``committed_first`` checkpoint
-    manifests through and holds the next one in flight: every rank's files of that checkpoint are on the store
-    (rank 0 writes the manifest after gathering every rank's digests), its commit never arrives. Then SIGKILL
-    the launcher and its ranks, at that point and no other. Returns the partial checkpoints."""
-    with HoldingProxy(server.port, rb"PUT /[^ ?]*/checksums\.json[ ?]", let_through=committed_first) as proxy:
-        env = subprocess_env(server, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", AWS_ENDPOINT_URL=proxy.endpoint)
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *args]
-        proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+@contextlib.contextmanager
+def held_run(
+    server: S3Server,
+    args: list[str],
+    pattern: bytes,
+    let_through: int,
+    logs: Path,
+    launcher: str = "torch.distributed.run",
+    **env: str,
+) -> Iterator[tuple[subprocess.Popen[bytes], HoldingProxy]]:
+    """torchrun (2 ranks; `launcher`: its module; `env`: more variables) against the store through a
+    HoldingProxy that lets ``let_through`` requests matching ``pattern`` through and holds the next one in
+    flight; yields once it is held, and kills what is left of the launcher when done. Its output goes to
+    `logs`/stdout and stderr."""
+    logs.mkdir(parents=True, exist_ok=True)
+    with (
+        HoldingProxy(server.port, pattern, let_through=let_through) as proxy,
+        (logs / "stdout").open("wb") as stdout,
+        (logs / "stderr").open("wb") as stderr,
+    ):
+        variables = {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "AWS_ENDPOINT_URL": proxy.endpoint, **env}
+        command = [sys.executable, "-m", launcher, "--standalone", "--nproc_per_node=2", *args]
+        environ = subprocess_env(server, **variables)
+        proc = subprocess.Popen(command, cwd=REPO, env=environ, stdout=stdout, stderr=stderr)
         try:
             deadline = time.monotonic() + 240
             while not proxy.held.wait(0.1):
-                assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before its manifest was held"
-                assert time.monotonic() < deadline, "no checkpoint manifest reached the proxy in 240 s"
-            ranks = descendants(proc.pid)
-            proc.send_signal(signal.SIGKILL)
-            for pid in ranks:
-                os.kill(pid, signal.SIGKILL)
-            assert wait_gone(ranks) == set()
+                assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before its request was held"
+                assert time.monotonic() < deadline, "no matching request reached the proxy in 240 s"
+            yield proc, proxy
         finally:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+
+
+def _kill_mid_upload(server: S3Server, args: list[str], logs: Path, committed_first: int = 2) -> list[str]:
+    """Start torchrun (2 ranks) against the store through a proxy that lets ``committed_first`` checkpoint
+    manifests through and holds the next one in flight: every rank's files of that checkpoint are on the store
+    (rank 0 writes the manifest after gathering every rank's digests), its commit never arrives. Then SIGKILL
+    the launcher, at that point and no other: its ranks die with it (none lives on, holding the upload).
+    Returns the partial checkpoints."""
+    with held_run(server, args, rb"PUT /[^ ?]*/checksums\.json[ ?]", committed_first, logs) as (proc, proxy):
+        ranks = descendants(proc.pid)
+        proc.send_signal(signal.SIGKILL)
+        try:
+            assert wait_gone(ranks) == set(), "a rank outlived its killed launcher"
+        finally:
+            kill_all(ranks)
     assert len(proxy.matched) == committed_first + 1
     return _partial_steps(f"{BUCKET}/train/checkpoints")
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[int, float], Path]:
+    """The kill tests' reference: an uninterrupted local two-rank run on their inputs (80 documents, an epoch
+    of ~20 steps): its losses by step and its HF export's weights file. Run once for the module."""
+    root = tmp_path_factory.mktemp("uninterrupted")
+    shards, tok = synthetic_run_inputs(root / "inputs", vocab=96, n_docs=80, seq_len=32)
+    torchrun(_args(str(shards), str(tok), str(root / "local"), root / "scratch", "--checkpoint-every", "10"))
+    losses = {r["step"]: r["loss"] for r in read_jsonl(root / "local/metrics.jsonl") if "loss" in r}
+    return losses, root / "local/hf/model.safetensors"
+
+
 @pytest.mark.e2e
-def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
-    """Two gloo ranks: killed while a checkpoint uploads, rerun with --resume as two nodes that share no disk:
-    the uncommitted checkpoint is never loaded nor left behind, and the run ends with the losses and weights of
-    an uninterrupted local run."""
-    # an epoch of ~20 steps, a checkpoint each; the kill lands while step 3's manifest is in flight
-    shards, tok, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs", n_docs=80)
-    scratch = tmp_path / "scratch"
-    torchrun(_args(str(shards), str(tok), str(tmp_path / "local"), scratch, "--checkpoint-every", "2"))
-    straight = {r["step"]: r["loss"] for r in read_jsonl(tmp_path / "local/metrics.jsonl") if "loss" in r}
+@pytest.mark.parametrize("upload", [[], ["--async-checkpoint"]], ids=["sync", "async_checkpoint"])
+def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(
+    s3: S3Server,  # noqa: F811
+    tmp_path: Path,
+    uninterrupted: tuple[dict[int, float], Path],
+    upload: list[str],
+) -> None:
+    """Two gloo ranks: killed while a checkpoint uploads (with --async-checkpoint: while the ranks' upload
+    threads commit it behind training), rerun with --resume as two nodes that share no disk: the uncommitted
+    checkpoint is never loaded nor left behind, and the run ends with the losses and weights of an
+    uninterrupted local run."""
+    # the kill lands while step 3's manifest is in flight
+    _, _, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs", n_docs=80)
+    straight, weights = uninterrupted
     out = f"s3://{BUCKET}/train"
-    partial = _kill_mid_upload(s3, _args(shards_url, tok_url, out, scratch, "--checkpoint-every", "1"))
+    every = ["--checkpoint-every", "1", *upload]
+    partial = _kill_mid_upload(s3, _args(shards_url, tok_url, out, tmp_path / "scratch", *every), tmp_path / "logs")
     prefix = f"{BUCKET}/train/checkpoints"
     committed = StoreCheckpoints(f"s3://{prefix}").committed()
     assert partial == ["step_000000003"], "a killed upload leaves its partial checkpoint uncommitted"
@@ -236,6 +280,7 @@ def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(s
     # the rerun: the same 2 ranks as two "nodes" (one rank each) that share no folder: each its own scratch
     # and TMPDIR, so each node fetches the inputs and the checkpoint itself and uploads what its rank wrote
     port = str(free_port())
+    rerun = ["--checkpoint-every", "5", *upload, "--resume"]  # fewer saves: the losses do not depend on them
     nodes = []
     for node in (0, 1):
         (tmp_path / f"node{node}").mkdir()
@@ -249,7 +294,7 @@ def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(s
             "--nproc_per_node=1",
             "--master_addr=127.0.0.1",
             f"--master_port={port}",
-            *_args(shards_url, tok_url, out, tmp_path / f"scratch{node}", "--checkpoint-every", "1", "--resume"),
+            *_args(shards_url, tok_url, out, tmp_path / f"scratch{node}", *rerun),
         ]
         nodes.append(subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True))  # fmt: skip
@@ -262,8 +307,9 @@ def test_torchrun_killed_mid_upload_resumes_from_the_last_committed_checkpoint(s
     records = [json.loads(line) for line in fs.cat_file(f"{BUCKET}/train/metrics.jsonl").decode().splitlines()]
     losses = {r["step"]: r["loss"] for r in records if "loss" in r}
     assert losses == straight and len(straight) >= 8
+    assert [r["step"] for r in records if "loss" in r] == sorted(straight)  # each step once: none lost, none twice
     from safetensors.torch import load
 
     ours = load(fs.cat_file(f"{BUCKET}/train/hf/model.safetensors"))
-    theirs = load((tmp_path / "local/hf/model.safetensors").read_bytes())
+    theirs = load(weights.read_bytes())
     assert all(torch.equal(ours[k], theirs[k]) for k in theirs)

@@ -8,6 +8,7 @@ double of the store, so the ordering is shown by events, not by timing; the seco
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 from tests.support.s3_server import S3Server, s3, s3_server_session  # noqa: F401
 from tests.support.trainer_inputs import torchrun
 from tests.trainer.test_async_checkpoint import _model_and_optimizer, _step
-from tests.trainer.test_store import BUCKET, _args, _upload_inputs
+from tests.trainer.test_store import BUCKET, _args, _upload_inputs, held_run
 from trainer.checkpoint_trust import CHECKSUMS
 from trainer.distributed import init_distributed, shutdown
 from trainer.store import StoreCheckpointer, StoreCheckpoints, UploadFailed
@@ -143,3 +144,37 @@ def test_two_ranks_uploading_behind_training_commit_whole_checkpoints_and_resume
         assert sorted(listed) == sorted(Path(p).name for p in fs.find(f"{prefix}/{name}") if CHECKSUMS not in p)
         assert {n[:4] for n in listed if n.endswith(".distcp")} == {"__0_", "__1_"}  # both ranks' shards
     assert list(scratch.iterdir()) == []
+
+
+GONE = {  # where the store goes away: (the request held, how many such pass first, --checkpoint-every, the error)
+    "commit": (rb"PUT /[^ ?]*/step_000000002/checksums\.json[ ?]", 0, "1",
+               r"checkpoint step_000000002 not committed on {out}/checkpoints: rank 0 could not write its manifest: "),
+    "records": (rb"PUT /[^ ?]*/train/metrics\.jsonl[ ?]", 1, "100", r"the run's records not uploaded to {out}: "),
+}  # fmt: skip
+
+
+@pytest.mark.e2e  # one torchrun launch each
+@pytest.mark.parametrize("where", sorted(GONE))
+def test_a_store_gone_mid_upload_ends_the_run_in_one_line(s3: S3Server, tmp_path: Path, where: str) -> None:  # noqa: F811
+    """Two gloo ranks, --async-checkpoint: the store goes away (its endpoint drops every connection and takes no
+    new one) while rank 0's upload thread writes step 2's manifest (`commit`: rank 1's waits for it), or
+    while rank 0 uploads the run's records at the end (`records`). Every rank ends (none waits for ever in a
+    collective the failed one never reaches: both hung), the launcher exits 2 with one `error:` line (rank 0
+    released its lock with a warning: no traceback), and a reader of the store sees whole checkpoints only."""
+    held, let_through, every, error = GONE[where]
+    shards, tok, _, _ = _upload_inputs(s3, tmp_path / "inputs")  # local inputs: only --out is on the store
+    out = f"s3://{BUCKET}/train"
+    args = _args(str(shards), str(tok), out, tmp_path / "scratch", "--checkpoint-every", every, "--async-checkpoint")
+    # one retry per request (botocore's default of 5 attempts with backoff only makes the end come later)
+    with held_run(s3, args, held, let_through, tmp_path / "logs", "trainer.launch", AWS_MAX_ATTEMPTS="2") as run:
+        run[1].stop()  # the store is gone: the held request's connection closed, new ones refused
+        assert run[0].wait(timeout=240) == 2
+    said = [line for line in (tmp_path / "logs/stderr").read_text().splitlines() if "--no-verify-shards" not in line]
+    assert len(said) == 2, said
+    assert said[0].startswith(f"warning: could not remove {out}/.lock ("), said
+    assert re.fullmatch("error: " + error.format(out=out) + ".+", said[1]), said
+    steps = StoreCheckpoints(f"{out}/checkpoints").steps()
+    if where == "commit":
+        assert sorted(name for name, done in steps.items() if done) == ["step_000000001"], steps
+    else:  # the last checkpoint was committed before the end: the run can be resumed and ended again
+        assert len(steps) == 1 and all(steps.values()), steps
