@@ -88,23 +88,29 @@ def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def mixture_once(run_dir: Path, tok: Path, out: Path) -> float:
-    """Wall seconds of the chain's mixture step from ``run_dir`` (local, or a store URL) into ``out`` (its
-    twin on the store when ``run_dir`` is one: the chain's staging)."""
+def own_cpu() -> float:
+    """CPU seconds of this process (all its threads: s3fs's event loop too) and its waited-for children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime + children_cpu()
+
+
+def mixture_once(run_dir: Path, tok: Path, out: Path, server: S3Server) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (this process's, the server's) of the chain's mixture step from ``run_dir``
+    (local, or a store URL) into ``out`` (its twin on the store when ``run_dir`` is one: the chain's staging)."""
     from common.storage import is_remote
     from mixtures.build import build_mixture
     from pipelines.chain import ChainConfig, mixture_spec
     from pipelines.chain_store import staging
 
     config = ChainConfig()
-    start = time.perf_counter()
+    cpu, served, start = own_cpu(), server_cpu(server), time.perf_counter()
     if not is_remote(run_dir):
         build_mixture(mixture_spec(run_dir, tok, config), out, overwrite=True, progress=False)
-        return time.perf_counter() - start
-    with staging(run_dir) as staged:
-        build_mixture(mixture_spec(staged.documents(), tok, config), staged.folder(out.name), progress=False)
-        staged.publish(out.name, "manifest.json")
-    return time.perf_counter() - start
+    else:
+        with staging(run_dir) as staged:
+            build_mixture(mixture_spec(staged.documents(), tok, config), staged.folder(out.name), progress=False)
+            staged.publish(out.name, "manifest.json")
+    return time.perf_counter() - start, own_cpu() - cpu, server_cpu(server) - served
 
 
 def requests(log: Path, start: int, by_key: bool = False) -> Counter:
@@ -143,13 +149,13 @@ def mixture_side_by_side(server: S3Server, log: Path, tmp: Path, repeats: int) -
     local, remote, sent = [], [], Counter()
     for i in range(repeats):
         if i % 2:
-            local.append(mixture_once(local_run, tok, tmp / f"mixture-{i}"))
+            local.append(mixture_once(local_run, tok, tmp / f"mixture-{i}", server))
         offset = log.stat().st_size
-        remote.append(mixture_once(remote_run, tok, Path(f"mixture-{i}")))
+        remote.append(mixture_once(remote_run, tok, Path(f"mixture-{i}"), server))
         time.sleep(0.5)
         sent = requests(log, offset, by_key=True)
         if not i % 2:
-            local.append(mixture_once(local_run, tok, tmp / f"mixture-{i}"))
+            local.append(mixture_once(local_run, tok, tmp / f"mixture-{i}", server))
     return local, remote, sent
 
 
@@ -209,9 +215,13 @@ def main(argv: list[str] | None = None) -> None:
     methods = ", ".join(f"{m} {n}" for m, n in sent.most_common())
     print(f"requests to the store per run: {total} ({methods}); {total / max(docs, 1):.2f} per document read")
     print(f"\nmixture build (one epoch of the kept documents): {args.repeats} repeats")
-    for name, times in (("local", mix_local), ("s3 (moto)", mix_remote)):
-        print(f"{name:10} {median(times):>16.2f} s   {', '.join(f'{t:.2f}' for t in times)}")
-    print(f"mixture ratio s3 / local: {ratios(mix_local, mix_remote)} (goal >= 0.9x)")
+    print(f"{'out':10} {'wall s (median)':>16} {'CPU s build':>12} {'CPU s server':>13}   wall s of each")
+    for name, runs_of in (("local", mix_local), ("s3 (moto)", mix_remote)):
+        times, cpus, served = ([r[k] for r in runs_of] for k in range(3))
+        each = ", ".join(f"{t:.2f}" for t in times)
+        print(f"{name:10} {median(times):>16.2f} {median(cpus):>12.2f} {median(served):>13.2f}   {each}")
+    walls = [[r[0] for r in runs_of] for runs_of in (mix_local, mix_remote)]
+    print(f"mixture ratio s3 / local: {ratios(*walls)} (goal >= 0.9x)")
     total = sum(mix_sent.values())
     by_method = Counter()
     for key, count in mix_sent.items():
