@@ -1,6 +1,6 @@
 """Curation and mixture build into an S3 bucket against the same onto local disk, same input, side by side.
 
-    python -m bench.object_store [--repeats 3] [--warcs WARC ...]
+    python -m bench.object_store [--repeats 3] [--input sample|pages | --warcs WARC ...] [--by-key]
 
 Starts moto's S3 server on 127.0.0.1 (``tests.support.s3_server``; the real s3fs / botocore client over
 HTTP), then runs ``python -m pipelines.run`` (curate + dedup + report, local executor) alternately with
@@ -12,6 +12,12 @@ CPU seconds of the run's processes and of the server's, the load average before 
 the run sent to the store, by HTTP method, per document read (the server's request log). moto keeps objects in
 memory on this machine, so the ratio measures the client side (staging, uploads, listings, the per-request
 round trips) and moto's own CPU on the same cores, not a real store's latency or bandwidth.
+
+Inputs: ``sample`` (default; the bundled WARC, 270 HTML documents: a run's fixed costs, per process, task and
+file, dominate) or ``pages`` (the WARC ``bench.curate`` builds from the extraction benchmark's pages, 1,061 HTML
+documents and 36 MB, a size where one task's work starts to amortise them; a Common Crawl WARC holds ~30k).
+``--by-key`` also prints the last ``s3://`` run's and mixture build's requests by method and key (digits folded),
+to see which look-ups a run still sends.
 
 Then the chain's mixture step (``pipelines.chain``: one epoch of the run's kept documents, with a tokenizer
 trained once beforehand, untimed): built from the local run into a local folder, against built from the
@@ -38,6 +44,8 @@ from tests.support.s3_server import S3Server, subprocess_env
 
 REPO = Path(__file__).resolve().parents[1]
 REQUEST = re.compile(r'"(GET|PUT|POST|HEAD|DELETE) ')
+REQUEST_KEY = re.compile(r'"(GET|PUT|POST|HEAD|DELETE) /([^ ?]*)(\?[^ ]*)? ')
+LISTING_PREFIX = re.compile(r"[?&]prefix=([^&]*)")
 DOCUMENTS = re.compile(r"^url\s+(\d[\d,]*)\s", re.MULTILINE)  # the first step's "in": HTML documents read
 
 
@@ -80,34 +88,58 @@ def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def mixture_once(run_dir: Path, tok: Path, out: Path) -> float:
-    """Wall seconds of the chain's mixture step from ``run_dir`` (local, or a store URL) into ``out`` (its
-    twin on the store when ``run_dir`` is one: the chain's staging)."""
+def own_cpu() -> float:
+    """CPU seconds of this process (all its threads: s3fs's event loop too) and its waited-for children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime + children_cpu()
+
+
+def mixture_once(run_dir: Path, tok: Path, out: Path, server: S3Server) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (this process's, the server's) of the chain's mixture step from ``run_dir``
+    (local, or a store URL) into ``out`` (its twin on the store when ``run_dir`` is one: the chain's staging)."""
     from common.storage import is_remote
     from mixtures.build import build_mixture
     from pipelines.chain import ChainConfig, mixture_spec
     from pipelines.chain_store import staging
 
     config = ChainConfig()
-    start = time.perf_counter()
+    cpu, served, start = own_cpu(), server_cpu(server), time.perf_counter()
     if not is_remote(run_dir):
         build_mixture(mixture_spec(run_dir, tok, config), out, overwrite=True, progress=False)
-        return time.perf_counter() - start
-    with staging(run_dir) as staged:
-        build_mixture(mixture_spec(staged.documents(), tok, config), staged.folder(out.name), progress=False)
-        staged.publish(out.name, "manifest.json")
-    return time.perf_counter() - start
+    else:
+        with staging(run_dir) as staged:
+            build_mixture(mixture_spec(staged.documents(), tok, config), staged.folder(out.name), progress=False)
+            staged.publish(out.name, "manifest.json")
+    return time.perf_counter() - start, own_cpu() - cpu, server_cpu(server) - served
 
 
-def requests(log: Path, start: int) -> Counter:
-    """Requests by method in the server's log after byte offset ``start``."""
+def requests(log: Path, start: int, by_key: bool = False) -> Counter:
+    """Requests by method in the server's log after byte offset ``start``; with ``by_key``, by method and key
+    (a listing by its prefix; runs of digits and the run's folder folded, so that tasks and bands add up)."""
     with log.open("rb") as f:
         f.seek(start)
-        return Counter(REQUEST.findall(f.read().decode("utf-8", "replace")))
+        text = f.read().decode("utf-8", "replace")
+    if not by_key:
+        return Counter(REQUEST.findall(text))
+    found: Counter = Counter()
+    for method, key, query in REQUEST_KEY.findall(text):
+        prefix = LISTING_PREFIX.search(query or "")
+        if prefix:
+            key = f"{key}?list {prefix.group(1)}"
+        key = re.sub(r"\d+", "N", re.sub(r"(run|mixture)-\d+/", "", key))
+        found[f"{method} {key}"] += 1
+    return found
+
+
+def print_by_key(title: str, sent: Counter) -> None:
+    print(f"\n{title}: requests by method and key")
+    for key, count in sorted(sent.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"{count:>6}  {key}")
 
 
 def mixture_side_by_side(server: S3Server, log: Path, tmp: Path, repeats: int) -> tuple[list, list, Counter]:
-    """The mixture step from the last curation runs (local and bucket), alternately; its requests per run."""
+    """The mixture step from the last curation runs (local and bucket), alternately; its requests per run, by
+    method and key."""
     from common.storage import as_path
     from tokenizer.train import train_tokenizer
 
@@ -117,23 +149,34 @@ def mixture_side_by_side(server: S3Server, log: Path, tmp: Path, repeats: int) -
     local, remote, sent = [], [], Counter()
     for i in range(repeats):
         if i % 2:
-            local.append(mixture_once(local_run, tok, tmp / f"mixture-{i}"))
+            local.append(mixture_once(local_run, tok, tmp / f"mixture-{i}", server))
         offset = log.stat().st_size
-        remote.append(mixture_once(remote_run, tok, Path(f"mixture-{i}")))
+        remote.append(mixture_once(remote_run, tok, Path(f"mixture-{i}"), server))
         time.sleep(0.5)
-        sent = requests(log, offset)
+        sent = requests(log, offset, by_key=True)
         if not i % 2:
-            local.append(mixture_once(local_run, tok, tmp / f"mixture-{i}"))
+            local.append(mixture_once(local_run, tok, tmp / f"mixture-{i}", server))
     return local, remote, sent
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(prog="python -m bench.object_store", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--warcs", nargs="+", default=[str(SAMPLE_WARC)], help="input WARC files (default: sample)")
+    given = parser.add_mutually_exclusive_group()
+    given.add_argument("--input", choices=("sample", "pages"), default="sample", help="(see above; default: sample)")
+    given.add_argument("--warcs", nargs="+", help="input WARC files instead")
+    parser.add_argument("--by-key", action="store_true", help="the requests by method and key, too")
     args = parser.parse_args(argv)
     load_before = load()
+    keyed: Counter = Counter()
     with tempfile.TemporaryDirectory(prefix="bench-s3-") as tmp:
+        if args.warcs is None:
+            args.warcs = [str(SAMPLE_WARC)]
+            if args.input == "pages":
+                from tests.support.shared_data import write_extraction_warc
+
+                args.warcs = [str(Path(tmp, "pages.warc.gz"))]
+                write_extraction_warc(Path(args.warcs[0]))
         log = Path(tmp, "moto.log")
         server = S3Server(log=log).start()
         try:
@@ -149,6 +192,7 @@ def main(argv: list[str] | None = None) -> None:
                         if side == "s3":
                             time.sleep(0.5)  # the server's last log lines
                             per_run.append(requests(log, offset))
+                            keyed = requests(log, offset, by_key=True) if args.by_key else Counter()
                 mix_local, mix_remote, mix_sent = mixture_side_by_side(server, log, Path(tmp), args.repeats)
         finally:
             server.stop()
@@ -171,12 +215,22 @@ def main(argv: list[str] | None = None) -> None:
     methods = ", ".join(f"{m} {n}" for m, n in sent.most_common())
     print(f"requests to the store per run: {total} ({methods}); {total / max(docs, 1):.2f} per document read")
     print(f"\nmixture build (one epoch of the kept documents): {args.repeats} repeats")
-    for name, times in (("local", mix_local), ("s3 (moto)", mix_remote)):
-        print(f"{name:10} {median(times):>16.2f} s   {', '.join(f'{t:.2f}' for t in times)}")
-    print(f"mixture ratio s3 / local: {ratios(mix_local, mix_remote)} (goal >= 0.9x)")
+    print(f"{'out':10} {'wall s (median)':>16} {'CPU s build':>12} {'CPU s server':>13}   wall s of each")
+    for name, runs_of in (("local", mix_local), ("s3 (moto)", mix_remote)):
+        times, cpus, served = ([r[k] for r in runs_of] for k in range(3))
+        each = ", ".join(f"{t:.2f}" for t in times)
+        print(f"{name:10} {median(times):>16.2f} {median(cpus):>12.2f} {median(served):>13.2f}   {each}")
+    walls = [[r[0] for r in runs_of] for runs_of in (mix_local, mix_remote)]
+    print(f"mixture ratio s3 / local: {ratios(*walls)} (goal >= 0.9x)")
     total = sum(mix_sent.values())
-    methods = ", ".join(f"{m} {n}" for m, n in mix_sent.most_common())
+    by_method = Counter()
+    for key, count in mix_sent.items():
+        by_method[key.split(" ", 1)[0]] += count
+    methods = ", ".join(f"{m} {n}" for m, n in by_method.most_common())
     print(f"mixture requests to the store per build: {total} ({methods})")
+    if args.by_key:
+        print_by_key("the last s3:// run", keyed)
+        print_by_key("the last mixture build", mix_sent)
 
 
 if __name__ == "__main__":

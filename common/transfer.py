@@ -9,9 +9,11 @@ there, which is why ``upload_folder`` sends it after everything else.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from common.lock import LOCK_NAME
 from common.object_lock import READERS
+from common.run_dir import KEPT_ORDER, is_visible
 from common.storage import filesystem
 
 
@@ -21,20 +23,47 @@ def _lock_object(rel: str) -> bool:
     return parts[-1] == LOCK_NAME or READERS in parts[:-1]
 
 
+def _objects_under(fs: Any, key: str) -> list[str]:
+    """The data objects under `key` (one listing; not the folder's lock or readers' leases)."""
+    return [name for name in fs.find(key) if name != key and not _lock_object(name[len(key) + 1 :])]
+
+
+def _fetch(fs: Any, key: str, found: list[str], local: Path) -> list[str]:
+    """The objects `found` under `key` into `local` (same relative names), fetched together; those names."""
+    rel = [name[len(key) + 1 :] for name in found]
+    targets = [str(local / r) for r in rel]
+    for target in targets:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+    fs.get(found, targets)  # s3fs fetches them concurrently: one GET each, no look-up first
+    return rel
+
+
 def download_folder(url: str, local: Path) -> list[str]:
     """Every object under `url` into `local` (same relative names); their names. A missing or empty prefix
     is a FileNotFoundError naming the URL."""
     fs, key = filesystem(url)
     key = key.rstrip("/")
-    found = [name for name in fs.find(key) if name != key and not _lock_object(name[len(key) + 1 :])]
+    found = _objects_under(fs, key)
     if not found:
         raise FileNotFoundError(f"{url}: no such folder on the store (nothing under it)")
-    rel = [name[len(key) + 1 :] for name in found]
-    targets = [str(local / r) for r in rel]
-    for target in targets:
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-    fs.get(found, targets)  # s3fs fetches them concurrently
-    return rel
+    return _fetch(fs, key, found, local)
+
+
+def download_kept_documents(run_dir: str, local: Path) -> str | None:
+    """The run's kept documents copied into `local/<folder>`: ``deduped/`` when it holds parquet, else
+    ``curated/`` (``common.run_dir.kept_documents_dir``); the folder's name, None when neither holds any.
+
+    One listing per folder looked at, then the objects' GETs together: the folder test, its recursive glob, a
+    HEAD per parquet file and the download's own listing were three round trips and a HEAD per file more, one
+    after another, a fixed cost of every chain step that reads the documents (``bench.object_store``)."""
+    fs, key = filesystem(run_dir)
+    for name in KEPT_ORDER:
+        folder = f"{key.rstrip('/')}/{name}"
+        found = _objects_under(fs, folder)
+        if any(n.endswith(".parquet") and is_visible(Path(n)) for n in found):
+            _fetch(fs, folder, found, local / name)
+            return name
+    return None
 
 
 def download_input(url: str, local: Path) -> Path:

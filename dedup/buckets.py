@@ -79,11 +79,17 @@ def signature_digest(files: list[RecordFile]) -> int:
 
 
 def band_pairs(
-    pairs_folder: DataFolder, signatures_folder: DataFolder, band: int, bands: int, fingerprint: int
+    pairs_folder: DataFolder,
+    signatures_folder: DataFolder,
+    band: int,
+    bands: int,
+    fingerprint: int,
+    size: int | None = None,
 ) -> RecordFile:
-    """The band's pairs file, checked to come from the signature files now on disk."""
+    """The band's pairs file, checked to come from the signature files now on disk; ``size``: its size from
+    the caller's listing (else looked up: one request on a store)."""
     path = pairs_path(band)
-    pairs = open_records(pairs_folder, path, PAIR_KIND, fingerprint, PAIR, rank=band, world_size=bands)
+    pairs = open_records(pairs_folder, path, PAIR_KIND, fingerprint, PAIR, rank=band, world_size=bands, size=size)
     if pairs.extra != signature_digest(band_signature_files(signatures_folder, band, fingerprint)):
         raise CorruptFileError(
             f"{pairs.where}: made from other signature files than those on disk (a signature task ran "

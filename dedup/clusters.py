@@ -30,6 +30,7 @@ from dedup.formats import (
     clusters_path,
     node_doc,
     node_rank,
+    pairs_path,
     signature_path,
 )
 from dedup.keys import n_bands
@@ -141,13 +142,18 @@ class DedupClusters(PipelineStep):
     def clustered_nodes(self) -> np.ndarray:
         """The ``cluster_table`` of every document in a cluster: union-find over all bands' pairs."""
         bands = n_bands(self.config, self.kind)
+        # on a store, every band's size from one listing (a HEAD per band file else); a missing band is
+        # left to open_records to name
+        listed = {} if self.pairs_folder.is_local() else self.pairs_folder.find("", maxdepth=1, detail=True)
 
         def read(band: int) -> np.ndarray:
-            return band_pairs(self.pairs_folder, self.signatures_folder, band, bands, self.fingerprint).read_all()
+            size = listed.get(pairs_path(band), {}).get("size")
+            found = band_pairs(self.pairs_folder, self.signatures_folder, band, bands, self.fingerprint, size)
+            return found.read_all()
 
         with self.track_time("read_pairs"):
-            # on a store each band is ~7 round trips (its pairs file's size, header, footer and records, its
-            # signature listing and files' headers): the bands are read side by side, not one after another
+            # on a store each band is a few round trips (its pairs file read whole, its signature listing and
+            # files): the bands are read side by side, not one after another
             threads = 1 if self.pairs_folder.is_local() else min(bands, READ_THREADS)
             with ThreadPoolExecutor(max(threads, 1)) as pool:
                 parts = list(pool.map(read, range(bands)))

@@ -16,8 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from common.atomic import atomic_write_bytes
-from common.run_dir import kept_documents_dir
-from common.transfer import download_folder, upload_folder
+from common.transfer import download_folder, download_kept_documents, upload_folder
 from pipelines.errors import ExecutorError
 
 TRAIN_RECORDS = ("run_config.json", "metrics.jsonl", "eval.json")  # what the final evaluation reads and caches
@@ -37,13 +36,11 @@ class StoreStaging:
     def documents(self) -> Path:
         """A local run folder holding a copy of the run's kept documents (fetched on first use)."""
         if self._documents is None:
-            kept = kept_documents_dir(self.run_dir)
-            if kept is None:
+            docs = self.local / "documents" / self.run_dir.name  # the run's name: the mixture's source name
+            if download_kept_documents(str(self.run_dir), docs) is None:
                 raise ExecutorError(
                     f"{self.run_dir} holds no documents to train on (no parquet in deduped/ or curated/)"
                 )
-            docs = self.local / "documents" / self.run_dir.name  # the run's name: the mixture's source name
-            download_folder(str(kept), docs / kept.name)
             self._documents = docs
         return self._documents
 

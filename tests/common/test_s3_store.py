@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from datatrove.io import get_datafolder
 
+from common.run_dir import kept_documents_dir
 from common.storage import files_by_folder, filesystem, read_files, read_matching, read_or_none
+from common.transfer import download_kept_documents
 from dedup.records import open_sized
 from pipelines.executors import local_executor
 from pipelines.layout import StageFolder
@@ -92,3 +94,32 @@ def test_the_driver_asks_every_stage_s_files_by_one_listing(s3, tmp_path: Path) 
     assert [executor.is_rank_completed(r) for r in range(3)] == [False, True, False]
     assert executor.get_incomplete_ranks() == [0, 2]
     assert calls == Counter(ListObjectsV2=1)  # not a HEAD per task, nor a second listing
+
+
+def test_a_run_s_kept_documents_come_down_by_a_listing_and_a_get_each(s3, tmp_path: Path) -> None:  # noqa: F811
+    """The chain's copy of a store run's documents (pipelines/chain_store.py): the folder kept_documents_dir
+    names, fetched whole, with one listing per folder looked at (it was three and a HEAD per file)."""
+    s3.make_bucket("kept")
+    fs, calls = counted("s3://kept/run")
+    files = {"deduped/00000.parquet": b"d0", "deduped/sub/00001.parquet": b"d1", "curated/00000.parquet": b"c0"}
+    for rel, data in files.items():
+        fs.pipe_file(f"kept/run/{rel}", data)
+        (tmp_path / "twin" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "twin" / rel).write_bytes(data)
+    fs.pipe_file("kept/run/deduped/.lock", b"{}")  # a folder's lock is not its data
+    calls.clear()
+    assert download_kept_documents("s3://kept/run", tmp_path / "a") == kept_documents_dir(tmp_path / "twin").name
+    assert calls == Counter(ListObjectsV2=1, GetObject=2)
+    got = sorted(p.relative_to(tmp_path / "a").as_posix() for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert got == ["deduped/00000.parquet", "deduped/sub/00001.parquet"]
+    assert (tmp_path / "a" / "deduped" / "sub" / "00001.parquet").read_bytes() == b"d1"
+
+    fs.rm("kept/run/deduped", recursive=True)
+    fs.pipe_file("kept/run/deduped/.00002.parquet", b"partial")  # hidden: a writer in progress, not documents
+    calls.clear()
+    assert download_kept_documents("s3://kept/run", tmp_path / "b") == "curated"
+    assert calls == Counter(ListObjectsV2=2, GetObject=1)
+    assert (tmp_path / "b" / "curated" / "00000.parquet").read_bytes() == b"c0"
+    fs.rm("kept/run/curated", recursive=True)
+    assert download_kept_documents("s3://kept/run", tmp_path / "c") is None
+    assert not (tmp_path / "c").exists()
