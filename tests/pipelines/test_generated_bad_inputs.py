@@ -217,12 +217,15 @@ NUMERIC_FLAGS = {
 
 @pytest.mark.parametrize("module", sorted(NUMERIC_FLAGS))
 def test_every_numeric_flag_has_a_range_shown_in_help(module: str) -> None:
-    """A numeric flag without a range takes 1e30 or 2**64 and runs with it; each one's range is in --help."""
+    """A numeric flag without a range takes 1e30 or 2**64 and runs with it; each one's range is in --help, and
+    its closed ends are values the flag takes."""
     unbounded = [flag for flag, (kind, _) in NUMERIC_FLAGS[module].items() if not isinstance(kind, Bounded)]
     assert not unbounded, f"{module}: numeric flags without a range: {unbounded}"
     shown = " ".join(_parser_of(module).format_help().split())
     for flag, (kind, _) in NUMERIC_FLAGS[module].items():
         assert f"(range {kind.range})" in shown, (module, flag)
+        ends = [end for end, open_ in ((kind.low, kind.open_low), (kind.high, kind.open_high)) if not open_]
+        assert all(kind(str(kind.kind(end))) == end for end in ends), (module, flag)
 
 
 def _outside(kind: Bounded) -> st.SearchStrategy[str]:
