@@ -29,7 +29,7 @@ from classifiers.lid import LABEL_PREFIX
 from classifiers.metrics import precision_recall, quantiles, roc_auc, top_fraction_threshold
 from classifiers.quality_model import NEGATIVE, POSITIVE, QualityModel, fasttext_line, write_sidecar
 from classifiers.text_io import TextDoc, read_documents
-from common.cli import MAX_NODE_CPUS, ArgumentParser, integer, one_line, real
+from common.cli import NODE_CPUS, ArgumentParser, integer, one_line, real
 from common.config import config_from_args
 from common.lock import check_not_input
 
@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--word-ngrams", type=integer(1, 64), default=d.word_ngrams)
     p.add_argument("--bucket", type=integer(0, 1 << 26), default=d.bucket, help="hash rows for word n-grams (size!)")
     p.add_argument("--min-count", type=integer(1, 1 << 40), default=d.min_count)
-    p.add_argument("--threads", type=integer(1, MAX_NODE_CPUS), default=d.threads)
+    p.add_argument("--threads", type=NODE_CPUS, default=d.threads)
     p.add_argument("--seed", type=integer(0, (1 << 31) - 1), default=d.seed)
     p.add_argument("--heldout", type=real(0, 1, open_high=True), default=d.heldout, help="held-out share of groups")
     p.add_argument("--quantize", action="store_true", help="product-quantize the model (much smaller)")

@@ -92,6 +92,9 @@ MAX_CPUS = 1 << 24  # CPUs or tasks of one run: the largest supercomputers have 
 MAX_NODE_CPUS = 1 << 14  # CPUs of one node or one task: the largest single machines have a few thousand
 MAX_GB_PER_CPU = 1 << 10  # memory per CPU (GB): 1 TB a core is beyond any machine sold
 MAX_TASK_MB = 1 << 24  # one task's memory (MB): 16 TiB, the largest single machines
+CPUS = integer(1, MAX_CPUS)
+NODE_CPUS = integer(1, MAX_NODE_CPUS)
+GB_PER_CPU = real(0, MAX_GB_PER_CPU, open_low=True)
 SEED = integer(0, (1 << 32) - 1)  # numpy's seeds stop at 2**32 - 1: the same range for every --seed
 COUNT = integer(0, 1 << 40)  # documents, items or characters to show or read: 0 often means "all"
 BATCH = integer(1, 1 << 16)  # sequences per forward: 65,536 is beyond any accelerator's memory

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from datatrove.executor.slurm import SlurmPipelineExecutor
 
-from common.cli import MAX_GB_PER_CPU, MAX_NODE_CPUS, integer, real
+from common.cli import GB_PER_CPU, NODE_CPUS, integer
 from common.executor_errors import raise_if_incomplete
 from common.slurm import (
     Partition,
@@ -68,15 +68,9 @@ def add_array_arguments(group: argparse._ArgumentGroup | argparse.ArgumentParser
     """The flags of ``SlurmOptions``, the same in every CLI that runs stages as arrays."""
     group.add_argument("--slurm-partition", default=None, help="partition (default: the cluster's default)")
     group.add_argument("--slurm-time", default="04:00:00", help="time limit of one array task (default: 04:00:00)")
+    group.add_argument("--slurm-cpus-per-task", type=NODE_CPUS, default=1, help="CPUs per array task (default: 1)")
     group.add_argument(
-        "--slurm-cpus-per-task", type=integer(1, MAX_NODE_CPUS), default=1, help="CPUs per array task (default: 1)"
-    )
-    group.add_argument(
-        "--slurm-mem-per-cpu",
-        type=real(0, MAX_GB_PER_CPU, open_low=True),
-        default=2.0,
-        metavar="GB",
-        help="GB per CPU (default: 2)",
+        "--slurm-mem-per-cpu", type=GB_PER_CPU, default=2.0, metavar="GB", help="GB per CPU (default: 2)"
     )
     group.add_argument(
         "--sbatch-arg",

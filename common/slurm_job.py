@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from common.cli import MAX_GB_PER_CPU, real
+from common.cli import GB_PER_CPU
 from common.slurm import (
     TERMINAL,
     SlurmError,
@@ -41,11 +41,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--slurm-partition", default=None, help="partition (default: the cluster's default)")
     group.add_argument("--slurm-time", default="04:00:00", help="time limit of the job (default: 04:00:00)")
     group.add_argument(
-        "--slurm-mem-per-cpu",
-        type=real(0, MAX_GB_PER_CPU, open_low=True),
-        default=2.0,
-        metavar="GB",
-        help="GB per CPU (default: 2)",
+        "--slurm-mem-per-cpu", type=GB_PER_CPU, default=2.0, metavar="GB", help="GB per CPU (default: 2)"
     )
     group.add_argument(
         "--sbatch-arg", action="append", default=[], metavar="KEY[=VALUE]", help="extra #SBATCH option (repeatable)"

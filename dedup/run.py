@@ -17,7 +17,7 @@ from pathlib import Path
 
 from datatrove.executor import LocalPipelineExecutor
 
-from common.cli import MAX_CPUS, SEED, ArgumentParser, errors_as_one_line, integer, real
+from common.cli import CPUS, SEED, ArgumentParser, errors_as_one_line, integer, real
 from common.executor_errors import ExecutorError
 from common.lock import FolderLock, check_apart, check_local_output, check_writable
 from common.ray_cluster.executor import RayOptions, add_ray_arguments, ray_executor, ray_options
@@ -121,14 +121,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True, help="run folder: minhash/, deduped/, removed/, logs/")
     p.add_argument(
         "--workers",
-        type=integer(1, MAX_CPUS),
+        type=CPUS,
         default=None,
         help="tasks at once (default: 2; on Slurm: as many as it schedules)",
     )
     p.add_argument("--executor", choices=("local", "ray", "slurm"), default="local", help="where the stages' tasks run")
-    p.add_argument(
-        "--tasks", type=integer(1, MAX_CPUS), default=None, help="document tasks (default: one per input file)"
-    )
+    p.add_argument("--tasks", type=CPUS, default=None, help="document tasks (default: one per input file)")
     p.add_argument("--exact", action="store_true", help="exact (content hash) dedup before MinHash")
     p.add_argument(
         "--exact-text",

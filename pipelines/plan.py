@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from common.cli import MAX_CPUS, MAX_GB_PER_CPU, MAX_NODE_CPUS, MAX_TASK_MB, ArgumentParser, fail, integer, real
+from common.cli import CPUS, GB_PER_CPU, MAX_TASK_MB, NODE_CPUS, ArgumentParser, fail, integer, real
 from common.config import ConfigError
 from pipelines.costs import (
     COSTS_TABLE,
@@ -40,27 +40,19 @@ PUBLISHED_CRAWLS = {
 CC_PAGES_PER_WARC = 35_100  # CC-MAIN-2024-10: 3.16 billion pages in 90,000 WARC files
 
 
+PRICE = real(0, 1000)  # USD per CPU-hour: a hundred times on-demand cloud prices
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="python -m pipelines.plan", description=__doc__.splitlines()[0])
     parser.add_argument("source", nargs="+", help="crawl id, WARC files / globs / listings, or 'sample'")
     parser.add_argument("--recipe", default=None, help="recipe YAML (default: the bundled FineWeb recipe)")
-    parser.add_argument("--cpus", type=integer(1, MAX_CPUS), default=1000, help="CPUs rented (default: 1000)")
+    parser.add_argument("--cpus", type=CPUS, default=1000, help="CPUs rented (default: 1000)")
+    parser.add_argument("--mem-per-cpu", type=GB_PER_CPU, default=4.0, metavar="GB", help="memory per CPU (default: 4)")
     parser.add_argument(
-        "--mem-per-cpu",
-        type=real(0, MAX_GB_PER_CPU, open_low=True),
-        default=4.0,
-        metavar="GB",
-        help="memory per CPU (default: 4)",
+        "--node-cpus", type=NODE_CPUS, default=16, help="CPUs per node: a task's memory limit (default 16)"
     )
-    parser.add_argument(
-        "--node-cpus",
-        type=integer(1, MAX_NODE_CPUS),
-        default=16,
-        help="CPUs per node: a task's memory limit (default: 16)",
-    )
-    parser.add_argument(
-        "--price", type=real(0, 1000), default=0.05, metavar="USD", help="price per CPU-hour (default: 0.05)"
-    )
+    parser.add_argument("--price", type=PRICE, default=0.05, metavar="USD", help="price per CPU-hour (default: 0.05)")
     parser.add_argument(
         "--cluster-memory",
         type=integer(1, MAX_TASK_MB),

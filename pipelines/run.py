@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from common.atomic import atomic_write_text
-from common.cli import MAX_CPUS, ArgumentParser, integer, one_line
+from common.cli import CPUS, ArgumentParser, integer, one_line
 from common.config import ConfigError
 from common.lifetime import children_die_with_me
 from common.lock import FolderUnavailable
@@ -80,15 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
         "the one file's name without .warc.gz, else the folder holding them: /data/heldout/*.warc.gz -> heldout)",
     )
     parser.add_argument("--cc-base", default=DEFAULT_CC_BASE, help="Common Crawl base URL or a local mirror directory")
-    parser.add_argument(
-        "--limit-warcs", type=integer(1, MAX_CPUS), default=None, help="only the first N WARC files of the source"
-    )
-    parser.add_argument(
-        "--tasks", type=integer(1, MAX_CPUS), default=None, help="number of tasks (default: one per WARC file)"
-    )
-    parser.add_argument(
-        "--workers", type=integer(1, MAX_CPUS), default=None, help="tasks run at once (default: CPU count)"
-    )
+    parser.add_argument("--limit-warcs", type=CPUS, default=None, help="only the first N WARC files of the source")
+    parser.add_argument("--tasks", type=CPUS, default=None, help="number of tasks (default: one per WARC file)")
+    parser.add_argument("--workers", type=CPUS, default=None, help="tasks run at once (default: CPU count)")
     parser.add_argument("--recipe", default=None, help="recipe YAML (default: the bundled FineWeb recipe)")
     parser.add_argument("--languages", nargs="+", default=None, help="ft176 language labels to keep (default: en)")
     parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local", help="where tasks run")

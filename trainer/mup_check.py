@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from common.atomic import atomic_write_text
-from common.cli import BATCH, MAX_NODE_CPUS, ArgumentParser, fail, integer, real
+from common.cli import BATCH, NODE_CPUS, ArgumentParser, fail, integer, real
 from trainer.config import MAX_SEQ_LEN, SHAPE_LIMITS, ModelConfig
 from trainer.model import Transformer, lm_loss
 from trainer.optim import build_optimizer
@@ -198,9 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--shards", type=Path, help="a mixtures.build folder to take tokens from (default: synthetic)")
     parser.add_argument("--json", type=Path, help="write the numbers here")
-    parser.add_argument(
-        "--threads", type=integer(1, MAX_NODE_CPUS), default=1, help="torch threads (small matmuls: 1 is fastest)"
-    )
+    parser.add_argument("--threads", type=NODE_CPUS, default=1, help="torch threads (small matmuls: 1 is fastest)")
     args = parser.parse_args(argv)
     spec = CheckSpec(tuple(args.widths), args.base_dim, args.n_layers, args.n_heads, args.steps, args.lr,
                      args.seq_len, args.batch, args.seeds)  # fmt: skip

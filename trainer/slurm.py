@@ -23,7 +23,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from common.cli import MAX_NODE_CPUS, USAGE_ERROR, ArgumentParser, integer, one_line
+from common.cli import NODE_CPUS, USAGE_ERROR, ArgumentParser, integer, one_line
 from common.config import ConfigError
 from common.slurm import (
     REPO,
@@ -61,9 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="torchrun agents (srun tasks) per node: 1; more only to rehearse a multi-node rendezvous on one node",
     )
-    parser.add_argument(
-        "--cpus-per-task", type=integer(1, MAX_NODE_CPUS), default=None, help="CPUs per agent (default: Slurm's)"
-    )
+    parser.add_argument("--cpus-per-task", type=NODE_CPUS, default=None, help="CPUs per agent (default: Slurm's)")
     parser.add_argument("--partition", default=None, help="partition (default: the cluster's default)")
     parser.add_argument("--time", default="24:00:00", help="time limit of one start of the job (default: 24:00:00)")
     parser.add_argument("--sbatch-arg", action="append", default=[], metavar="KEY[=VALUE]",

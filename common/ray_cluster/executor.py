@@ -23,7 +23,7 @@ from typing import Any
 from datatrove.executor.ray import RayPipelineExecutor
 from datatrove.io import DataFolder, DataFolderLike
 
-from common.cli import MAX_NODE_CPUS, MAX_TASK_MB, integer, real
+from common.cli import MAX_TASK_MB, NODE_CPUS, real
 from common.executor_errors import ExecutorError, raise_if_incomplete
 
 REPO = Path(__file__).resolve().parents[2]  # common/ray_cluster/executor.py -> the project root
@@ -258,7 +258,7 @@ def add_ray_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup)
     )
     parser.add_argument(
         "--ray-cpus-per-task",
-        type=integer(1, MAX_NODE_CPUS),
+        type=NODE_CPUS,
         default=1,
         help="with --executor ray: CPUs each Ray task reserves (default: 1)",
     )
