@@ -56,6 +56,8 @@ class TrainConfig:
         for name, low in counts.items():
             if getattr(self, name) < low:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(self, name)}")
+        if self.word_ngrams > 1 and self.bucket < 1:  # fastText hashes the n-grams into no rows: its process died
+            raise ValueError(f"--bucket must be >= 1 with --word-ngrams {self.word_ngrams}, got {self.bucket}")
         if not 0 < self.lr < math.inf:
             raise ValueError(f"--lr must be a finite number > 0, got {self.lr}")
         if not 0 <= self.heldout < 1:
