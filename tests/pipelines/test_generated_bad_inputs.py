@@ -257,6 +257,23 @@ def test_an_absurd_number_is_refused_by_every_cli(tmp_path: Path, module: str, d
     assert kind.range in line or "invalid" in line, line
 
 
+@pytest.mark.parametrize(
+    ("module", "argv", "flag"),
+    [
+        ("pipelines.plan", ["sample", "--cpus", str(2**64)], "--cpus"),
+        ("pipelines.plan", ["sample", "--mem-per-cpu", "1e30"], "--mem-per-cpu"),
+        ("pipelines.plan", ["sample", "--price", "1e30"], "--price"),
+        ("pipelines.plan", ["sample", "--pages-per-warc", "1e30"], "--pages-per-warc"),
+        ("trainer.fsdp_train", ["--shard-block-kb", str(1 << 30)], "--shard-block-kb"),
+        ("trainer.fsdp_train", ["--shard-cache-mb", str(2**64)], "--shard-cache-mb"),
+    ],
+)
+def test_the_audits_absurd_numbers_are_refused(tmp_path: Path, module: str, argv: list[str], flag: str) -> None:
+    """The audit's cases: each was accepted (a 1 GiB block read whole files per request)."""
+    line = _refused(tmp_path, module, argv, f"argument {flag}:")
+    assert "outside the allowed range" in line, line
+
+
 MODEL = {"dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 4, "ffn_dim": 128, "moe_experts": 4}
 CONFIG_VALUES = st.sampled_from([float("nan"), float("inf"), float("-inf"), 2**64, -(2**64), 1e300])
 
