@@ -23,7 +23,7 @@ from classifiers.language_filter import FastTextLanguageFilter
 from classifiers.lid import bundled_ft176_path, load_fasttext, normalize_label
 from classifiers.lid_data import load_labelled, map_languages, paragraphs
 from classifiers.metrics import accuracy, macro_f1, per_class
-from common.cli import ArgumentParser, one_line
+from common.cli import ArgumentParser, integer, one_line
 
 Predict = Callable[[Sequence[str]], list[str]]
 
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", required=True, help="folder with sentences.jsonl.gz, or a .jsonl(.gz) file")
     parser.add_argument("--model", default=None, help="fastText LID model (default: bundled lid.176.ftz)")
     parser.add_argument("--out", default="lid_eval.json", help="JSON report path")
-    parser.add_argument("--paragraph-size", type=int, default=5, help="sentences per paragraph")
+    parser.add_argument("--paragraph-size", type=integer(1, 10_000), default=5, help="sentences per paragraph")
     args = parser.parse_args(argv)
     try:
         if not Path(args.out).parent.is_dir() or Path(args.out).is_dir():  # found after the whole evaluation

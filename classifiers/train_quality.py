@@ -29,7 +29,7 @@ from classifiers.lid import LABEL_PREFIX
 from classifiers.metrics import precision_recall, quantiles, roc_auc, top_fraction_threshold
 from classifiers.quality_model import NEGATIVE, POSITIVE, QualityModel, fasttext_line, write_sidecar
 from classifiers.text_io import TextDoc, read_documents
-from common.cli import ArgumentParser, one_line
+from common.cli import NODE_CPUS, ArgumentParser, integer, one_line, real
 from common.config import config_from_args
 from common.lock import check_not_input
 
@@ -56,6 +56,8 @@ class TrainConfig:
         for name, low in counts.items():
             if getattr(self, name) < low:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(self, name)}")
+        if self.word_ngrams > 1 and self.bucket < 1:  # fastText hashes the n-grams into no rows: its process died
+            raise ValueError(f"--bucket must be >= 1 with --word-ngrams {self.word_ngrams}, got {self.bucket}")
         if not 0 < self.lr < math.inf:
             raise ValueError(f"--lr must be a finite number > 0, got {self.lr}")
         if not 0 <= self.heldout < 1:
@@ -213,18 +215,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="model path; metadata goes to OUT.json")
     p.add_argument("--calibration", nargs="+", default=None, help="documents like those to filter (top-x %%)")
     p.add_argument("--field", default="text", help="text field/column of jsonl/parquet inputs")
-    p.add_argument("--dim", type=int, default=d.dim)
-    p.add_argument("--epoch", type=int, default=d.epoch)
-    p.add_argument("--lr", type=float, default=d.lr)
-    p.add_argument("--word-ngrams", type=int, default=d.word_ngrams)
-    p.add_argument("--bucket", type=int, default=d.bucket, help="hash rows for word n-grams (size!)")
-    p.add_argument("--min-count", type=int, default=d.min_count)
-    p.add_argument("--threads", type=int, default=d.threads)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--heldout", type=float, default=d.heldout, help="held-out share of groups")
+    p.add_argument("--dim", type=integer(1, 1 << 10), default=d.dim)
+    p.add_argument("--epoch", type=integer(1, 10_000), default=d.epoch)
+    p.add_argument("--lr", type=real(0, 100, open_low=True), default=d.lr)
+    p.add_argument("--word-ngrams", type=integer(1, 64), default=d.word_ngrams)
+    p.add_argument("--bucket", type=integer(0, 1 << 26), default=d.bucket, help="hash rows for word n-grams (size!)")
+    p.add_argument("--min-count", type=integer(1, 1 << 40), default=d.min_count)
+    p.add_argument("--threads", type=NODE_CPUS, default=d.threads)
+    p.add_argument("--seed", type=integer(0, (1 << 31) - 1), default=d.seed)
+    p.add_argument("--heldout", type=real(0, 1, open_high=True), default=d.heldout, help="held-out share of groups")
     p.add_argument("--quantize", action="store_true", help="product-quantize the model (much smaller)")
     p.add_argument(
-        "--top-fraction", dest="top_fractions", metavar="TOP_FRACTION", type=float, nargs="+", default=d.top_fractions
+        "--top-fraction",
+        dest="top_fractions",
+        metavar="TOP_FRACTION",
+        type=real(0, 1, open_low=True),
+        nargs="+",
+        default=d.top_fractions,
     )
     return p
 

@@ -13,7 +13,13 @@ import types
 import typing
 from typing import Any, TypeVar
 
+from common.cli import integer, real
+
 T = TypeVar("T")
+# Any config number: finite, and a whole one where the field counts; within what int64 / float64 code holds (a
+# room bounds its own fields tighter where a value means something, e.g. a timeout).
+WHOLE = integer(-(1 << 63), (1 << 63) - 1)
+FINITE = real(-1.7976931348623157e308, 1.7976931348623157e308)
 
 
 class ConfigError(ValueError):
@@ -75,10 +81,11 @@ def _convert(value: Any, hint: Any, where: str) -> Any:
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: expected true/false, got {value!r}")
         return value
-    if hint in (int, float):
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
-        return value
+    if hint in (int, float):  # `min_word_count: 1.5`, `.nan` or 2**64 failed late, or judged nothing
+        try:
+            return (WHOLE if hint is int else FINITE).check(value, where)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     if hint is str:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {value!r}")

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from datatrove.executor.slurm import SlurmPipelineExecutor
 
+from common.cli import GB_PER_CPU, NODE_CPUS, integer
 from common.executor_errors import raise_if_incomplete
 from common.slurm import (
     Partition,
@@ -67,8 +68,10 @@ def add_array_arguments(group: argparse._ArgumentGroup | argparse.ArgumentParser
     """The flags of ``SlurmOptions``, the same in every CLI that runs stages as arrays."""
     group.add_argument("--slurm-partition", default=None, help="partition (default: the cluster's default)")
     group.add_argument("--slurm-time", default="04:00:00", help="time limit of one array task (default: 04:00:00)")
-    group.add_argument("--slurm-cpus-per-task", type=int, default=1, help="CPUs per array task (default: 1)")
-    group.add_argument("--slurm-mem-per-cpu", type=float, default=2.0, metavar="GB", help="GB per CPU (default: 2)")
+    group.add_argument("--slurm-cpus-per-task", type=NODE_CPUS, default=1, help="CPUs per array task (default: 1)")
+    group.add_argument(
+        "--slurm-mem-per-cpu", type=GB_PER_CPU, default=2.0, metavar="GB", help="GB per CPU (default: 2)"
+    )
     group.add_argument(
         "--sbatch-arg",
         action="append",
@@ -77,7 +80,10 @@ def add_array_arguments(group: argparse._ArgumentGroup | argparse.ArgumentParser
         help="extra #SBATCH option for every array, e.g. account=abc, qos=high, exclusive (repeatable)",
     )
     group.add_argument(
-        "--slurm-retries", type=int, default=1, help="resubmissions of the tasks that did not complete (default: 1)"
+        "--slurm-retries",
+        type=integer(0, 100),
+        default=1,
+        help="resubmissions of the tasks that did not complete (default: 1)",
     )
 
 

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from common.cli import GB_PER_CPU
 from common.slurm import (
     TERMINAL,
     SlurmError,
@@ -39,7 +40,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("with --executor slurm (the command as one Slurm job)")
     group.add_argument("--slurm-partition", default=None, help="partition (default: the cluster's default)")
     group.add_argument("--slurm-time", default="04:00:00", help="time limit of the job (default: 04:00:00)")
-    group.add_argument("--slurm-mem-per-cpu", type=float, default=2.0, metavar="GB", help="GB per CPU (default: 2)")
+    group.add_argument(
+        "--slurm-mem-per-cpu", type=GB_PER_CPU, default=2.0, metavar="GB", help="GB per CPU (default: 2)"
+    )
     group.add_argument(
         "--sbatch-arg", action="append", default=[], metavar="KEY[=VALUE]", help="extra #SBATCH option (repeatable)"
     )

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common.cli import integer, real
 from common.config import ConfigError, from_mapping
 from filters.decontamination import DecontaminationConfig
 from filters.quality import HEURISTICS, Rules, SignalOptions
 
+PAGE_SECONDS = real(0, 3600, open_low=True)  # a time limit for one page or document: an hour
 EXTRACTORS = ("trafilatura", "resiliparse")  # curate/extract.py, curate/extract_resiliparse.py
 WARC_LIBRARIES = ("warcio", "fastwarc")  # curate/warc.py, curate/warc_fastwarc.py
 
@@ -106,12 +108,15 @@ class CurateConfig:
             raise ConfigError(f"{where}: language.threshold must be in [0, 1]")
         if self.language.threshold < 0.5:
             raise ConfigError(f"{where}: language.threshold below 0.5 is ambiguous (two languages could pass)")
-        if not self.extraction.timeout > 0:
-            raise ConfigError(f"{where}: extraction.timeout must be > 0 seconds")
-        if not self.signals.timeout > 0:
-            raise ConfigError(f"{where}: signals.timeout must be > 0 seconds")
-        if self.extraction.max_html_bytes < 1:
-            raise ConfigError(f"{where}: extraction.max_html_bytes must be >= 1, got {self.extraction.max_html_bytes}")
+        for label, value, bounded in (  # a day-long page timeout or a 2**64-byte page cap is no limit at all
+            ("extraction.timeout", self.extraction.timeout, PAGE_SECONDS),
+            ("signals.timeout", self.signals.timeout, PAGE_SECONDS),
+            ("extraction.max_html_bytes", self.extraction.max_html_bytes, integer(1, 1 << 31)),  # CC cuts at 1 MiB
+        ):
+            try:
+                bounded.check(value, label)
+            except ValueError as err:
+                raise ConfigError(f"{where}: {err}") from None
         if not 0 <= self.extraction.precheck.threshold <= 1:
             raise ConfigError(f"{where}: extraction.precheck.threshold must be in [0, 1]")
         if self.signals.heuristics not in HEURISTICS:

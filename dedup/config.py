@@ -8,6 +8,8 @@ from typing import Literal
 
 import xxhash
 
+from common.cli import integer
+
 # Bump when the meaning of signature/bucket/cluster files changes, so old files are refused.
 FORMAT_VERSION = 1
 
@@ -80,9 +82,8 @@ class DedupConfig:
             raise ValueError(
                 f"BFF needs 0 <= threshold < 1 and 0 < fp rate < 1: {self.bff_threshold}, {self.bff_fp_rate}"
             )
-        expected = self.bff_expected_ngrams  # a recipe's .nan or .inf passed `< 1` and broke the filter's sizing
-        if expected is not None and (not isinstance(expected, int) or isinstance(expected, bool) or expected < 1):
-            raise ValueError(f"bff_expected_ngrams must be a whole number >= 1 (or null: estimated), got {expected!r}")
+        if self.bff_expected_ngrams is not None:  # .nan or .inf broke the filter's sizing; 2**63 sized it in EB
+            BFF_EXPECTED_NGRAMS.check(self.bff_expected_ngrams, "bff_expected_ngrams (or null: estimated)")
         if self.method == "bff" and (self.dedup_against or self.cluster_tasks is not None):
             raise ValueError("dedup_against and cluster_tasks are MinHash options; method 'bff' takes neither")
 
@@ -123,6 +124,11 @@ class DedupConfig:
             spec |= {k: v for k, v in asdict(self).items() if k.startswith("bff_") and k != "bff_checkpoint_seconds"}
             spec["group_by"] = self.group_by
         return xxhash.xxh64_intdigest(json.dumps(spec, sort_keys=True))
+
+
+# n-grams a Bloom filter is sized for: at DCLM's fp rate (9.6 bits each) 2**44 take a 20 TB filter, beyond any
+# one machine's memory (the filter is held whole by one task).
+BFF_EXPECTED_NGRAMS = integer(1, 1 << 44)
 
 
 @dataclass(frozen=True)

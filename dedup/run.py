@@ -17,7 +17,7 @@ from pathlib import Path
 
 from datatrove.executor import LocalPipelineExecutor
 
-from common.cli import ArgumentParser, errors_as_one_line
+from common.cli import CPUS, SEED, ArgumentParser, errors_as_one_line, integer, real
 from common.executor_errors import ExecutorError
 from common.lock import FolderLock, check_apart, check_local_output, check_writable
 from common.ray_cluster.executor import RayOptions, add_ray_arguments, ray_executor, ray_options
@@ -31,7 +31,7 @@ from common.slurm_arrays import (
 )
 from dedup.bff_stage import plan_filter
 from dedup.clusters import SUMMARY
-from dedup.config import DedupConfig
+from dedup.config import BFF_EXPECTED_NGRAMS, DedupConfig
 from dedup.index import check_index
 from dedup.pipeline import DedupLayout, build_dedup_stages, check_parquet_footers, count_input_files
 from dedup.records import CorruptFileError
@@ -120,10 +120,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--input", required=True, help="folder of parquet documents with `id` and `text`")
     p.add_argument("--out", required=True, help="run folder: minhash/, deduped/, removed/, logs/")
     p.add_argument(
-        "--workers", type=int, default=None, help="tasks at once (default: 2; on Slurm: as many as it schedules)"
+        "--workers",
+        type=CPUS,
+        default=None,
+        help="tasks at once (default: 2; on Slurm: as many as it schedules)",
     )
     p.add_argument("--executor", choices=("local", "ray", "slurm"), default="local", help="where the stages' tasks run")
-    p.add_argument("--tasks", type=int, default=None, help="document tasks (default: one per input file)")
+    p.add_argument("--tasks", type=CPUS, default=None, help="document tasks (default: one per input file)")
     p.add_argument("--exact", action="store_true", help="exact (content hash) dedup before MinHash")
     p.add_argument(
         "--exact-text",
@@ -147,19 +150,29 @@ def main(argv: list[str] | None = None) -> None:
         default="minhash",
         help="near-duplicates by MinHash-LSH (FineWeb) or DCLM's Bloom filter over 13-grams (paragraphs, documents)",
     )
-    p.add_argument("--bff-fp-rate", type=float, default=0.01, help="BFF: false-positive rate per n-gram (DCLM: 0.01)")
+    p.add_argument(
+        "--bff-fp-rate",
+        type=real(0, 1, open_low=True, open_high=True),
+        default=0.01,
+        help="BFF: false-positive rate per n-gram (DCLM: 0.01)",
+    )
     p.add_argument(
         "--bff-expected-ngrams",
-        type=int,
+        type=BFF_EXPECTED_NGRAMS,
         default=None,
         help="BFF: n-grams expected (sizes the filter; default: the input's text bytes / 4, an overestimate)",
     )
-    p.add_argument("--bff-threshold", type=float, default=0.8, help="BFF: contained fraction that removes (DCLM: 0.8)")
-    p.add_argument("--n-grams", type=int, default=5)
-    p.add_argument("--bands", type=int, default=14)
-    p.add_argument("--rows", type=int, default=8)
+    p.add_argument(
+        "--bff-threshold",
+        type=real(0, 1, open_low=True),
+        default=0.8,
+        help="BFF: contained fraction that removes (DCLM: 0.8)",
+    )
+    p.add_argument("--n-grams", type=integer(1, 1 << 10), default=5, help="words per shingle")
+    p.add_argument("--bands", type=integer(1, 1 << 10), default=14, help="MinHash-LSH buckets")
+    p.add_argument("--rows", type=integer(1, 1 << 10), default=8, help="hashes per bucket")
     p.add_argument("--bits", type=int, choices=(32, 64), default=64)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=SEED, default=1)
     p.add_argument("--group-by", default="dump", help="dedup within groups of this column ('' for none)")
     p.add_argument("--word-split", choices=("spacy", "whitespace"), default="spacy")
     p.add_argument("--shingle-hash", choices=("text", "words"), default="text")

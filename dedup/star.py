@@ -45,6 +45,7 @@ from datatrove.io import DataFolder, DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.utils.logging import logger
 
+from common.cli import CPUS, MAX_TASK_MB, integer
 from dedup.buckets import band_pairs
 from dedup.clusters import CLUSTER_TABLE, SUMMARY, DedupClusters, cluster_summary, docs_per_rank
 from dedup.config import DedupConfig
@@ -108,12 +109,14 @@ def add_cluster_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGr
     """``--cluster-tasks`` and ``--cluster-memory-mb``: every CLI that runs the dedup stages."""
     parser.add_argument(
         "--cluster-tasks",
-        type=int,
+        type=CPUS,
         default=None,
         help="tasks per clustering pass (default: one union-find task while it fits --cluster-memory-mb, else "
         "large-star/small-star passes); 1 = always the single task",
     )
-    parser.add_argument("--cluster-memory-mb", type=int, default=4096, help="memory cap of each clustering task")
+    parser.add_argument(
+        "--cluster-memory-mb", type=integer(1, MAX_TASK_MB), default=4096, help="memory cap of each clustering task"
+    )
 
 
 def cluster_settings(args: argparse.Namespace) -> dict[str, int | None]:

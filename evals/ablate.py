@@ -56,7 +56,7 @@ import yaml
 from common import strict_yaml
 from common.atomic import atomic_write_text
 from common.bounded_input import MAX_DATA_BYTES, decoded_dictionary_bytes, open_regular, read_bounded
-from common.cli import ArgumentParser, one_line
+from common.cli import SEED, ArgumentParser, integer, one_line, real
 from common.lock import FolderLock, FolderUnavailable, check_apart
 from common.names import UnsafeName, checked_name
 from evals.decide import decisions
@@ -64,7 +64,10 @@ from evals.run import write_json_atomic
 from evals.tasks import SUITES, headline
 from evals.tasks.core import read_manifest
 from evals.tasks.texts import read_jsonl, spread
+from mixtures.spec import MAX_REPEATS, MAX_TARGET_TOKENS
 from tokenizer.artifacts import load_tokenizer, resolve_tokenizer_file
+from tokenizer.train import MAX_VOCAB
+from trainer.config import MAX_SEQ_LEN
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -146,20 +149,29 @@ def load_spec(path: Path) -> AblationSpec:
     return spec
 
 
+# The spec's numbers: whole where it counts, within what a real ablation could use (a string or a fraction used
+# to end in a traceback mid-run; `decision_window: -1` or `limit: .nan` were never looked at).
+COUNTS = {"tokens": integer(1, MAX_TARGET_TOKENS), "eval_points": integer(1, 10_000),
+          "seq_len": integer(1, MAX_SEQ_LEN), "vocab_size": integer(1, MAX_VOCAB),
+          "tokenizer_sample_chars": integer(1, 1 << 40), "decision_window": integer(1, 10_000),
+          "checkpoint_average": integer(1, 10_000), "max_repetition": real(0, MAX_REPEATS, open_low=True)}  # fmt: skip
+
+
 def _check_counts(raw: dict, path: Path) -> None:
-    """Whole numbers where the spec counts (a string or a fraction used to end in a traceback mid-run)."""
-    for key in ("tokens", "eval_points", "seq_len", "vocab_size", "tokenizer_sample_chars"):
-        value = raw.get(key, 1)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise SpecError(f"{path}: `{key}` must be a whole number >= 1, got {value!r}"[:300])
-    repetition = raw.get("max_repetition", 1.0)
-    number = not isinstance(repetition, bool) and isinstance(repetition, (int, float))
-    if not number or not 0 < repetition < math.inf:  # .inf passed here and failed in mixtures.build, late
-        raise SpecError(f"{path}: `max_repetition` must be a number > 0 and finite, got {repetition!r}"[:300])
+    """Every number of the spec in its range: one SpecError line naming the key."""
+    checks = [(f"`{key}`", raw[key], bounded) for key, bounded in COUNTS.items() if key in raw]
     seeds = raw.get("seeds", [0])
-    whole = all(isinstance(s, int) and not isinstance(s, bool) for s in seeds) if isinstance(seeds, list) else False
-    if not seeds or not whole:
+    if not isinstance(seeds, list) or not seeds:
         raise SpecError(f"{path}: `seeds` must be a non-empty list of whole numbers, got {seeds!r}"[:300])
+    checks += [(f"`seeds[{i}]`", seed, SEED) for i, seed in enumerate(seeds)]
+    limit = raw.get("limit")
+    items = limit.items() if isinstance(limit, dict) else [] if limit is None else [("", limit)]
+    checks += [(f"`limit{'.' if task else ''}{task}`", value, integer(1, 1 << 40)) for task, value in items]
+    for key, value, bounded in checks:
+        try:
+            bounded.check(value, key)
+        except ValueError as err:
+            raise SpecError(f"{path}: {err}") from None
 
 
 def _resolve(base: Path, path: str) -> str:

@@ -27,7 +27,7 @@ from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from common.atomic import atomic_write_bytes
-from common.cli import ArgumentParser, one_line
+from common.cli import SEED, TOKENS, ArgumentParser, integer, one_line, real
 from common.lock import check_not_input
 from evals.gsm8k import GSM8KDataError, Problem, read_problems, score
 from evals.models import ModelLoadError, pick_device, resolve_model_dir
@@ -196,12 +196,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--prompt", action="append", default=[], help="repeatable")
     parser.add_argument("--chat", action="store_true", help="prompt as a user turn; the answer stops at <|end|>")
     parser.add_argument("--gsm8k", type=Path, help="JSONL with question/answer: greedy answers scored after ####")
-    parser.add_argument("--limit", type=int, help="only the first N GSM8K problems")
-    parser.add_argument("--max-new-tokens", type=int, default=256)
-    parser.add_argument("--temperature", type=float, default=0.0)
-    parser.add_argument("--top-k", type=int, default=0)
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--limit", type=integer(1, 1 << 40), help="only the first N GSM8K problems")
+    parser.add_argument("--max-new-tokens", type=TOKENS, default=256)
+    parser.add_argument("--temperature", type=real(0, 100), default=0.0, help="0: greedy")
+    parser.add_argument("--top-k", type=integer(0, 1 << 32), default=0, help="0: all tokens")
+    parser.add_argument("--top-p", type=real(0, 1, open_low=True), default=1.0)
+    parser.add_argument("--seed", type=SEED, default=0)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, help="write the generations (and GSM8K figures) as JSON here")
     return parser.parse_args(argv)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from common.cli import ArgumentParser, fail
+from common.cli import BATCH, ArgumentParser, fail, integer
 from common.jsonl import JsonlError, iter_jsonl
 from common.lock import check_not_input
 from evals.tasks.icl import InContextTask
@@ -147,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("model", type=Path)
     parser.add_argument("--task", action="append", default=[], metavar="KIND=PATH")
-    parser.add_argument("--limit", type=int)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--limit", type=integer(1, 1 << 40))
+    parser.add_argument("--batch-size", type=BATCH, default=32)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from common.cli import ArgumentParser, one_line
+from common.cli import BATCH, TOKENS, ArgumentParser, integer, one_line
 from common.lock import check_not_input, file_lock
 from evals.generate import Generator, answer_gsm8k, load_transformer
 from evals.gsm8k import Problem, read_problems
@@ -113,15 +113,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--fewshot-from", type=Path, metavar="DIR", help="a suite's few-shot examples from the same files in DIR"
     )
-    parser.add_argument("--limit", type=int, help="N items of each task, spread evenly over its file (default: all)")
-    parser.add_argument("--batch-size", type=int, default=32, help="sequences per forward (default 32)")
+    parser.add_argument(
+        "--limit", type=integer(1, 1 << 40), help="N items of each task, spread evenly over its file (default: all)"
+    )
+    parser.add_argument("--batch-size", type=BATCH, default=32, help="sequences per forward (default 32)")
     parser.add_argument("--out", type=Path, help="where to write the JSON (default: print only)")
     parser.add_argument(
         "--backend", choices=["auto", "ours", "hf"], default="auto", help="model code: ours or transformers"
     )
     parser.add_argument("--device", default="auto", help="auto (cuda when present), cpu, cuda, cuda:1 ...")
     parser.add_argument(
-        "--max-new-tokens", type=int, default=256, help="gsm8k: tokens generated per answer at most (default 256)"
+        "--max-new-tokens", type=TOKENS, default=256, help="gsm8k: tokens generated per answer at most (default 256)"
     )
     parser.add_argument(
         "--gsm8k-prompt",
@@ -129,7 +131,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="auto",
         help="gsm8k: the question as a chat turn or bare (auto: chat when the tokenizer has the chat tokens)",
     )
-    parser.add_argument("--bpb-stride", type=int, help="sliding-window stride for bpb (default: context // 2)")
+    parser.add_argument("--bpb-stride", type=TOKENS, help="sliding-window stride for bpb (default: context // 2)")
     parser.add_argument("--blimp-reference", type=Path, help="models_summary.jsonl (default: beside the BLiMP file)")
     parser.add_argument("--no-progress", action="store_true")
     return parser.parse_args(argv)

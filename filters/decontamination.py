@@ -27,6 +27,7 @@ from datatrove.utils.text import TextNormConfig, simplify_text
 from datatrove.utils.typeshelper import StatHints
 from xxhash import xxh64_intdigest
 
+from common.cli import integer
 from filters.eval_sets import EvalItem, EvalSet, load_eval_set
 
 REASON = "contaminated"
@@ -42,8 +43,7 @@ class DecontaminationConfig:
     find_overlap_ngrams: bool = True  # datatrove default: n-grams straddling prompt and answer do
 
     def __post_init__(self) -> None:
-        if self.n_grams < 1:
-            raise ValueError(f"decontamination n_grams must be >= 1, got {self.n_grams}")
+        integer(1, 1 << 10).check(self.n_grams, "decontamination n_grams")  # GPT-3 and Dolma: 13
 
     @property
     def enabled(self) -> bool:
@@ -170,4 +170,3 @@ class Decontamination(BaseFilter):
                 if writer is not None:
                     doc.metadata["filter_reason"] = result[1]
                     writer.write(doc, rank)
-

@@ -37,7 +37,7 @@ def ratio(a: float, b: float) -> float:
 
 
 FRACTION = (0.0, 1.0)  # a share of lines, words or characters
-AMOUNT = (0.0, math.inf)  # a count, a length, a ratio that can pass 1 (newlines per word)
+AMOUNT = (0.0, 1e9)  # a count, a length, a ratio that can pass 1 (newlines per word): no page has 1e9 words
 
 
 @dataclass(frozen=True)

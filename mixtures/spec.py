@@ -30,13 +30,13 @@ Relative paths are resolved against the spec file's folder.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from common import strict_yaml
+from common.cli import MAX_NODE_CPUS, SEED, Bounded, integer, real
 
 SEPARATORS = ("append", "prepend", "both", "none")
 ENCODERS = ("auto", "hf")
@@ -146,17 +146,19 @@ def spec_from_dict(data: dict[str, Any], base_dir: str | os.PathLike[str] | None
         target_tokens=EPOCH if epoch else _target_tokens(data["target_tokens"]),
         seq_len=_seq_len(data["seq_len"]),
         tokenizer=str(data["tokenizer"]),
-        seed=_seed(data.get("seed", 0)),
+        seed=_bounded(SEED, data.get("seed", 0), "seed"),
         separator=separator,
-        tokens_per_file=_positive_int(data.get("tokens_per_file", 1 << 28), "tokens_per_file"),
-        workers=1 if workers is None else _positive_int(workers, "workers"),
+        tokens_per_file=_bounded(integer(1, 1 << 40), data.get("tokens_per_file", 1 << 28), "tokens_per_file"),
+        workers=1 if workers is None else _bounded(integer(1, MAX_NODE_CPUS), workers, "workers"),
         encoder=encoder,
-        max_doc_chars=_positive_int(data.get("max_doc_chars", DEFAULT_MAX_DOC_CHARS), "max_doc_chars"),
+        max_doc_chars=_bounded(integer(1, 1 << 40), data.get("max_doc_chars", DEFAULT_MAX_DOC_CHARS), "max_doc_chars"),
         base_dir=Path(base_dir) if base_dir is not None else Path.cwd(),
     )
 
 
 MAX_SEQ_LEN = 1 << 24  # 16M tokens a window: beyond any model's context, and a window is held in memory whole
+MAX_TARGET_TOKENS = 1 << 50  # a quadrillion tokens: ~30 times the largest training runs
+MAX_REPEATS = 10_000  # copies of one document: repetition stops helping after a few dozen epochs
 
 
 def _seq_len(value: Any) -> int:
@@ -167,11 +169,13 @@ def _seq_len(value: Any) -> int:
     return seq_len
 
 
-def _seed(value: Any) -> int:
-    """A whole number >= 0 (numpy's generators take no other; a negative one failed after the build began)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SpecError(f"`seed` must be a whole number >= 0, got {value!r}"[:300])
-    return value
+def _bounded(bounded: Bounded, value: Any, key: str, where: str = "") -> Any:
+    """`value` in the range a real build could use (`workers: 1e9` started that many processes, a weight of
+    1e308 summed to inf and every weight became 0): one SpecError line naming the key otherwise."""
+    try:
+        return bounded.check(value, f"{where}`{key}`")
+    except ValueError as err:
+        raise SpecError(str(err)) from None
 
 
 def _source(raw: Any, idx: int, epoch: bool = False) -> SourceSpec:
@@ -189,12 +193,9 @@ def _source(raw: Any, idx: int, epoch: bool = False) -> SourceSpec:
         if key not in raw:
             raise SpecError(f"{where}: missing `{key}`")
     paths = raw["path"] if isinstance(raw["path"], list) else [raw["path"]]
-    weight = _number(raw.get("weight", 1.0), "weight", where)
-    max_rep = _number(raw.get("max_repetition", 1.0), "max_repetition", where)
-    if not math.isfinite(weight) or weight < 0:
-        raise SpecError(f"{where}: weight must be >= 0, got {raw.get('weight')!r}")
-    if not math.isfinite(max_rep) or max_rep <= 0:
-        raise SpecError(f"{where}: max_repetition must be > 0, got {raw.get('max_repetition')!r}")
+    weight = float(_bounded(real(0, 1e12), _number(raw.get("weight", 1.0), "weight", where), "weight", f"{where}: "))
+    max_rep = _number(raw.get("max_repetition", 1.0), "max_repetition", where)  # a document's copies at most
+    max_rep = float(_bounded(real(0, MAX_REPEATS, open_low=True), max_rep, "max_repetition", f"{where}: "))
     rehydrate = _rehydrate(raw.get("rehydrate"), where)
     if epoch:
         _check_epoch_source(weight, max_rep, rehydrate, where)
@@ -243,25 +244,28 @@ def _rehydrate(raw: Any, where: str) -> dict[int, int] | None:
     if not isinstance(raw, dict) or not raw:
         raise SpecError(f"{where}: rehydrate must map cluster sizes to repetition counts")
     try:
+        if any(isinstance(x, float) and not x.is_integer() for item in raw.items() for x in item):
+            raise ValueError("a fraction")  # 1.5 copies were silently 1
         table = {int(k): int(v) for k, v in raw.items()}
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:  # OverflowError: .inf
         raise SpecError(f"{where}: rehydrate keys and values must be integers") from err
-    if min(table) < 1 or min(table.values()) < 0:
-        raise SpecError(f"{where}: rehydrate cluster sizes must be >= 1 and counts >= 0")
+    if min(table) < 1 or min(table.values()) < 0 or max(table.values()) > MAX_REPEATS:
+        raise SpecError(f"{where}: rehydrate cluster sizes must be >= 1 and counts in [0, {MAX_REPEATS}]")
     return table
 
 
 def _target_tokens(value: Any) -> int:
     try:
-        return _positive_int(value, "target_tokens")
+        number = _positive_int(value, "target_tokens")
     except SpecError:
         raise SpecError(f"`target_tokens` must be a positive integer or `{EPOCH}`, got {value!r}") from None
+    return _bounded(integer(1, MAX_TARGET_TOKENS), number, "target_tokens")
 
 
 def _positive_int(value: Any, key: str) -> int:
     try:
         number = int(value)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:  # OverflowError: .inf
         raise SpecError(f"`{key}` must be an integer, got {value!r}") from err
     if number <= 0 or number != float(value):
         raise SpecError(f"`{key}` must be a positive integer, got {value!r}")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import regex
 
-from common.cli import ArgumentParser, one_line
+from common.cli import COUNT, SEED, ArgumentParser, integer, one_line, real
 from common.run_dir import CURATED, PREVIOUS_REASON, PREVIOUSLY
 from pipelines.report.data import (
     NEWLY,
@@ -190,19 +190,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("run", type=Path, help="run directory (OUT/<DUMP>), or an OUT folder holding one run")
     parser.add_argument("--removed", metavar="RULE", help="removed documents: step id, reason, or 'all'")
     parser.add_argument("--curated", action="store_true", help="kept documents before dedup (curated/)")
-    parser.add_argument("--sample", type=int, metavar="N", help="N documents at random (seeded)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
+    parser.add_argument("--sample", type=integer(1, 1 << 40), metavar="N", help="N documents at random (seeded)")
+    parser.add_argument("--seed", type=SEED, default=0, help="seed of --sample (default 0)")
     parser.add_argument("--grep", metavar="PATTERN", help="only documents whose text or URL matches this regex")
     parser.add_argument("-i", "--ignore-case", action="store_true", help="--grep ignores case")
     parser.add_argument(
         "--grep-timeout",
-        type=float,
+        type=real(0, 86400, open_low=True),  # a day for one document
         default=GREP_TIMEOUT_S,
         metavar="SECONDS",
         help=f"most seconds --grep may search one document (default {GREP_TIMEOUT_S:g})",
     )
-    parser.add_argument("--limit", type=int, default=10, help="without --sample: the first N matches (default 10)")
-    parser.add_argument("--chars", type=int, default=600, help="characters of text per document (0: all)")
+    parser.add_argument("--limit", type=COUNT, default=10, help="without --sample: the first N matches (default 10)")
+    parser.add_argument("--chars", type=COUNT, default=600, help="characters of text per document (0: all)")
     parser.add_argument(
         "--newly",
         choices=NEWLY,

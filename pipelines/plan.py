@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from common.cli import ArgumentParser, fail
+from common.cli import CPUS, GB_PER_CPU, MAX_TASK_MB, NODE_CPUS, ArgumentParser, fail, integer, real
 from common.config import ConfigError
 from pipelines.costs import (
     COSTS_TABLE,
@@ -40,25 +40,49 @@ PUBLISHED_CRAWLS = {
 CC_PAGES_PER_WARC = 35_100  # CC-MAIN-2024-10: 3.16 billion pages in 90,000 WARC files
 
 
+PRICE = real(0, 1000)  # USD per CPU-hour: a hundred times on-demand cloud prices
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="python -m pipelines.plan", description=__doc__.splitlines()[0])
     parser.add_argument("source", nargs="+", help="crawl id, WARC files / globs / listings, or 'sample'")
     parser.add_argument("--recipe", default=None, help="recipe YAML (default: the bundled FineWeb recipe)")
-    parser.add_argument("--cpus", type=int, default=1000, help="CPUs rented (default: 1000)")
-    parser.add_argument("--mem-per-cpu", type=float, default=4.0, metavar="GB", help="memory per CPU (default: 4)")
-    parser.add_argument("--node-cpus", type=int, default=16, help="CPUs per node: a task's memory limit (default: 16)")
-    parser.add_argument("--price", type=float, default=0.05, metavar="USD", help="price per CPU-hour (default: 0.05)")
-    parser.add_argument("--cluster-memory", type=int, default=None, metavar="MB",
-                        help="memory cap of a dedup cluster task (default: the recipe's dedup.cluster_memory_mb)")
-    parser.add_argument("--dedup-removes", type=float, default=None, metavar="FRACTION",
-                        help="share of curated documents dedup removes across the source (default: the profile's, "
-                        "which sees only duplicates inside its few WARCs)")
+    parser.add_argument("--cpus", type=CPUS, default=1000, help="CPUs rented (default: 1000)")
+    parser.add_argument("--mem-per-cpu", type=GB_PER_CPU, default=4.0, metavar="GB", help="memory per CPU (default: 4)")
+    parser.add_argument(
+        "--node-cpus", type=NODE_CPUS, default=16, help="CPUs per node: a task's memory limit (default 16)"
+    )
+    parser.add_argument("--price", type=PRICE, default=0.05, metavar="USD", help="price per CPU-hour (default: 0.05)")
+    parser.add_argument(
+        "--cluster-memory",
+        type=integer(1, MAX_TASK_MB),
+        default=None,
+        metavar="MB",
+        help="memory cap of a dedup cluster task (default: the recipe's dedup.cluster_memory_mb)",
+    )
+    parser.add_argument(
+        "--dedup-removes",
+        type=real(0, 1, open_high=True),
+        default=None,
+        metavar="FRACTION",
+        help="share of curated documents dedup removes across the source (default: the profile's, "
+        "which sees only duplicates inside its few WARCs)",
+    )
     parser.add_argument("--cc-base", default=None, help="read the crawl's listing here instead of its published size")
-    parser.add_argument("--pages-per-warc", type=float, default=CC_PAGES_PER_WARC,
-                        help=f"pages per listed WARC that cannot be counted here (default: {CC_PAGES_PER_WARC:,})")
+    parser.add_argument(
+        "--pages-per-warc",
+        type=real(0, 1e7, open_low=True),
+        default=CC_PAGES_PER_WARC,
+        help=f"pages per listed WARC that cannot be counted here (default: {CC_PAGES_PER_WARC:,})",
+    )
     parser.add_argument("--costs", type=Path, default=COSTS_TABLE, help="cost table (default: the shipped one)")
-    parser.add_argument("--calibrate", type=Path, default=None, metavar="RUN",
-                        help="a finished run of this recipe: its own stats replace the table's per-page figures")
+    parser.add_argument(
+        "--calibrate",
+        type=Path,
+        default=None,
+        metavar="RUN",
+        help="a finished run of this recipe: its own stats replace the table's per-page figures",
+    )
     parser.add_argument("--explain", action="store_true", help="print the arithmetic")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     return parser
@@ -72,8 +96,10 @@ def workload_of(sources: list[str], cc_base: str | None, pages_per_warc: float) 
     if crawl and cc_base is None:
         if crawl not in PUBLISHED_CRAWLS:
             known = ", ".join(PUBLISHED_CRAWLS)
-            raise SourceError(f"unknown crawl {crawl}: its size is not published here ({known}); "
-                              f"give --cc-base URL to read its listing")
+            raise SourceError(
+                f"unknown crawl {crawl}: its size is not published here ({known}); "
+                f"give --cc-base URL to read its listing"
+            )
         warcs, pages = PUBLISHED_CRAWLS[crawl]
         return Workload(crawl, warcs, pages, f"{pages:,} pages in {warcs:,} WARC files (published by Common Crawl)")
     if crawl:
@@ -211,8 +237,10 @@ def render(result: Plan, explain: bool) -> str:
         f"{'stage':8} {'tasks':>10} {'CPU-hours':>12} {'wall':>10} {'memory/task':>12}",
     ]
     for s in result.stages:
-        lines.append(f"{s.name:8} {s.tasks:>10,} {s.cpu_s / 3600:>12,.1f} {hours(s.wall_s):>10} "
-                     f"{s.memory_mb_per_task / 1024:>9.2f} GB")
+        lines.append(
+            f"{s.name:8} {s.tasks:>10,} {s.cpu_s / 3600:>12,.1f} {hours(s.wall_s):>10} "
+            f"{s.memory_mb_per_task / 1024:>9.2f} GB"
+        )
     lines += [
         f"total: {result.cpu_s / 3600:,.1f} CPU-hours, wall {hours(result.wall_s)}, cost ${result.cost:,.2f}",
         f"kept: {result.kept_documents:,.0f} documents, {result.kept_tokens:,.0f} tokens (whitespace words)",
@@ -228,10 +256,18 @@ def render(result: Plan, explain: bool) -> str:
 
 def as_json(result: Plan) -> dict:
     return {
-        "workload": asdict(result.workload), "cluster": asdict(result.cluster), "costs": asdict(result.costs),
-        "stages": [asdict(s) for s in result.stages], "cpu_s": result.cpu_s, "cpu_hours": result.cpu_s / 3600,
-        "wall_s": result.wall_s, "cost": result.cost, "kept_documents": result.kept_documents,
-        "kept_tokens": result.kept_tokens, "storage_bytes": result.storage_bytes, "requests": result.requests,
+        "workload": asdict(result.workload),
+        "cluster": asdict(result.cluster),
+        "costs": asdict(result.costs),
+        "stages": [asdict(s) for s in result.stages],
+        "cpu_s": result.cpu_s,
+        "cpu_hours": result.cpu_s / 3600,
+        "wall_s": result.wall_s,
+        "cost": result.cost,
+        "kept_documents": result.kept_documents,
+        "kept_tokens": result.kept_tokens,
+        "storage_bytes": result.storage_bytes,
+        "requests": result.requests,
     }
 
 

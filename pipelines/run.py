@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from common.atomic import atomic_write_text
-from common.cli import ArgumentParser, one_line
+from common.cli import CPUS, ArgumentParser, integer, one_line
 from common.config import ConfigError
 from common.lifetime import children_die_with_me
 from common.lock import FolderUnavailable
@@ -40,6 +40,8 @@ from pipelines.layout import RunLayout
 from pipelines.recipe import Recipe, load_recipe
 from pipelines.slurm_cluster import cli as slurm_cli
 from pipelines.sources import DEFAULT_CC_BASE, ResolvedSource, SourceError, resolve_source
+from tokenizer.train import MAX_VOCAB, MIN_VOCAB
+from trainer.config import MAX_RANKS, MAX_SEQ_LEN
 
 if TYPE_CHECKING:
     from pipelines.chain import ChainConfig
@@ -78,9 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
         "the one file's name without .warc.gz, else the folder holding them: /data/heldout/*.warc.gz -> heldout)",
     )
     parser.add_argument("--cc-base", default=DEFAULT_CC_BASE, help="Common Crawl base URL or a local mirror directory")
-    parser.add_argument("--limit-warcs", type=int, default=None, help="only the first N WARC files of the source")
-    parser.add_argument("--tasks", type=int, default=None, help="number of tasks (default: one per WARC file)")
-    parser.add_argument("--workers", type=int, default=None, help="tasks run at once (default: CPU count)")
+    parser.add_argument("--limit-warcs", type=CPUS, default=None, help="only the first N WARC files of the source")
+    parser.add_argument("--tasks", type=CPUS, default=None, help="number of tasks (default: one per WARC file)")
+    parser.add_argument("--workers", type=CPUS, default=None, help="tasks run at once (default: CPU count)")
     parser.add_argument("--recipe", default=None, help="recipe YAML (default: the bundled FineWeb recipe)")
     parser.add_argument("--languages", nargs="+", default=None, help="ft176 language labels to keep (default: en)")
     parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local", help="where tasks run")
@@ -103,9 +105,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chain = parser.add_argument_group("with --train (the chain after curation)")
     chain.add_argument("--model", default="tiny", help="trainer preset (tiny, 125M, 350M, 1B, 7B) or a model YAML")
-    chain.add_argument("--vocab-size", type=int, default=4096, help="byte-level BPE vocabulary (default: 4096)")
-    chain.add_argument("--nproc", type=int, default=2, help="torchrun ranks for training (default: 2)")
-    chain.add_argument("--seq-len", type=int, default=256, help="tokens per training window (default: 256)")
+    chain.add_argument(
+        "--vocab-size",
+        type=integer(MIN_VOCAB, MAX_VOCAB),
+        default=4096,
+        help="byte-level BPE vocabulary (default: 4096)",
+    )
+    chain.add_argument(
+        "--nproc", type=integer(1, MAX_RANKS), default=2, help="torchrun ranks for training (default: 2)"
+    )
+    chain.add_argument(
+        "--seq-len", type=integer(1, MAX_SEQ_LEN), default=256, help="tokens per training window (default: 256)"
+    )
     chain.add_argument("--eval-blimp", type=Path, help="BLiMP JSONL for the final evaluation (default: shared data's)")
     chain.add_argument(
         "--sft",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tokenizers import pre_tokenizers, trainers
 
-from common.cli import ArgumentParser, errors_as_one_line
+from common.cli import SEED, ArgumentParser, errors_as_one_line, integer
 from common.lock import check_apart, check_local_output, check_writable
 from tokenizer.artifacts import tokenizer_sha256, write_tokenizer_dir
 from tokenizer.chat import CHAT_TOKENS
@@ -112,9 +112,7 @@ def train_tokenizer(
         show_progress=progress,
     )
     stats = SampleStats()
-    batches = sample_texts(
-        files, char_budget, doc_char_cap, seed=seed, column=column, progress=progress, stats=stats
-    )
+    batches = sample_texts(files, char_budget, doc_char_cap, seed=seed, column=column, progress=progress, stats=stats)
     tok.train_from_iterator(batches, trainer=trainer)
     if stats.documents_used == 0:
         raise ValueError(f"no non-empty `{column}` values in {len(files)} parquet file(s)")
@@ -163,14 +161,18 @@ def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(prog="python -m tokenizer.train", description=__doc__.splitlines()[0])
     parser.add_argument("--input", nargs="+", required=True, help="run dirs, parquet folders, globs, files")
     parser.add_argument("--out", required=True, help="output folder for tokenizer.json and friends")
-    parser.add_argument("--vocab-size", type=int, default=32768)
-    parser.add_argument("--char-budget", type=int, default=DEFAULT_CHAR_BUDGET, help="characters to sample")
-    parser.add_argument("--doc-char-cap", type=int, default=DEFAULT_DOC_CHAR_CAP, help="chars kept per doc")
-    parser.add_argument("--max-digits", type=int, default=3, help="digit group size; 0 = unlimited")
+    parser.add_argument("--vocab-size", type=integer(MIN_VOCAB, MAX_VOCAB), default=32768)
+    parser.add_argument(
+        "--char-budget", type=integer(1, 1 << 40), default=DEFAULT_CHAR_BUDGET, help="characters to sample"
+    )
+    parser.add_argument(
+        "--doc-char-cap", type=integer(1, 1 << 40), default=DEFAULT_DOC_CHAR_CAP, help="chars kept per doc"
+    )
+    parser.add_argument("--max-digits", type=integer(0, 1 << 10), default=3, help="digit group size; 0 = unlimited")
     parser.add_argument("--no-number-space", action="store_true", help="GPT-4 exact: no space before numbers")
     parser.add_argument("--words", choices=WORD_STYLES, default="gpt4o", help="word split rule (pattern.py)")
-    parser.add_argument("--min-frequency", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--min-frequency", type=integer(1, 1 << 40), default=2)
+    parser.add_argument("--seed", type=SEED, default=0)
     parser.add_argument("--column", default="text")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--no-chat-tokens", action="store_true", help="do not reserve <|user|> <|assistant|> <|end|>")

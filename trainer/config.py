@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
+
+from common.cli import Bounded, integer, real
 
 GateKind = Literal["softmax", "sigmoid"]
 BalanceKind = Literal["aux", "bias", "none"]
@@ -12,8 +13,19 @@ BalanceKind = Literal["aux", "bias", "none"]
 # Bounds on a model's shape: the presets are far inside them (7B: dim 4096, 32 layers); beyond them a
 # model file describes no model that trains here, and would fail only after the work before training.
 MAX_SEQ_LEN = 1 << 20
+MAX_RANKS = 1 << 20  # ranks of one run: ten times the largest clusters built
 SHAPE_LIMITS = {"dim": 1 << 16, "n_layers": 1 << 10, "n_heads": 1 << 10, "n_kv_heads": 1 << 10,
                 "ffn_dim": 1 << 18, "vocab_size": 1 << 32, "max_seq_len": MAX_SEQ_LEN}  # fmt: skip
+# Every numeric field's range (a model file's values and the trainer's flags alike): `moe_experts: 1e9` sized a
+# router for a billion experts, `init_std: 1e30` trained NaNs and exited 0.
+MODEL_RANGES: dict[str, Bounded] = {
+    **{name: integer(0 if name == "vocab_size" else 1, high) for name, high in SHAPE_LIMITS.items()},
+    "rope_theta": real(0, 1e12, open_low=True), "norm_eps": real(0, 1, open_low=True),
+    "init_std": real(0, 1, open_low=True), "moe_experts": integer(0, 1 << 16), "moe_top_k": integer(1, 1 << 16),
+    "moe_every": integer(1, SHAPE_LIMITS["n_layers"]), "moe_capacity": real(0, 1 << 16),
+    "moe_ffn_dim": integer(0, SHAPE_LIMITS["ffn_dim"]), "moe_aux_coef": real(0, 1e3), "moe_bias_rate": real(0, 1),
+    "mup_base_dim": integer(0, SHAPE_LIMITS["dim"]),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -56,15 +68,8 @@ class ModelConfig:
         return self.dim // self.n_heads
 
     def __post_init__(self) -> None:
-        for name, high in SHAPE_LIMITS.items():  # a model file's values, checked before any tensor exists
-            value = getattr(self, name)
-            low = 0 if name == "vocab_size" else 1
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
-        for name in ("rope_theta", "norm_eps", "init_std"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        for name, bounded in MODEL_RANGES.items():  # a model file's values, checked before any tensor exists
+            bounded.check(getattr(self, name), name)
         if self.dim % self.n_heads:
             raise ValueError(f"dim {self.dim} is not a multiple of n_heads {self.n_heads}")
         if self.n_heads % self.n_kv_heads:

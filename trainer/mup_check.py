@@ -25,8 +25,8 @@ import torch
 from torch import nn
 
 from common.atomic import atomic_write_text
-from common.cli import ArgumentParser, fail
-from trainer.config import ModelConfig
+from common.cli import BATCH, NODE_CPUS, ArgumentParser, fail, integer, real
+from trainer.config import MAX_SEQ_LEN, SHAPE_LIMITS, ModelConfig
 from trainer.model import Transformer, lm_loss
 from trainer.optim import build_optimizer
 
@@ -176,18 +176,29 @@ def table(result: dict[str, dict[int, dict[str, float]]]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     defaults = CheckSpec()
-    parser.add_argument("--widths", type=int, nargs="+", default=list(defaults.widths))
-    parser.add_argument("--base-dim", type=int, default=0, help="μP base width (default: the smallest width)")
-    parser.add_argument("--n-layers", type=int, default=defaults.n_layers)
-    parser.add_argument("--n-heads", type=int, default=defaults.n_heads)
-    parser.add_argument("--steps", type=int, default=defaults.steps, help="AdamW steps before measuring")
-    parser.add_argument("--lr", type=float, default=defaults.lr, help="constant learning rate (no warmup)")
-    parser.add_argument("--seq-len", type=int, default=defaults.seq_len)
-    parser.add_argument("--batch", type=int, default=defaults.batch)
-    parser.add_argument("--seeds", type=int, default=defaults.seeds, help="initialisations averaged over")
+    parser.add_argument("--widths", type=integer(1, SHAPE_LIMITS["dim"]), nargs="+", default=list(defaults.widths))
+    parser.add_argument(
+        "--base-dim",
+        type=integer(0, SHAPE_LIMITS["dim"]),
+        default=0,
+        help="μP base width (default: the smallest width)",
+    )
+    parser.add_argument("--n-layers", type=integer(1, SHAPE_LIMITS["n_layers"]), default=defaults.n_layers)
+    parser.add_argument("--n-heads", type=integer(1, SHAPE_LIMITS["n_heads"]), default=defaults.n_heads)
+    parser.add_argument(
+        "--steps", type=integer(0, 1 << 20), default=defaults.steps, help="AdamW steps before measuring"
+    )
+    parser.add_argument(
+        "--lr", type=real(0, 1e3, open_low=True), default=defaults.lr, help="constant learning rate (no warmup)"
+    )
+    parser.add_argument("--seq-len", type=integer(2, MAX_SEQ_LEN), default=defaults.seq_len)
+    parser.add_argument("--batch", type=BATCH, default=defaults.batch)
+    parser.add_argument(
+        "--seeds", type=integer(1, 1 << 16), default=defaults.seeds, help="initialisations averaged over"
+    )
     parser.add_argument("--shards", type=Path, help="a mixtures.build folder to take tokens from (default: synthetic)")
     parser.add_argument("--json", type=Path, help="write the numbers here")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (small matmuls: 1 is fastest)")
+    parser.add_argument("--threads", type=NODE_CPUS, default=1, help="torch threads (small matmuls: 1 is fastest)")
     args = parser.parse_args(argv)
     spec = CheckSpec(tuple(args.widths), args.base_dim, args.n_layers, args.n_heads, args.steps, args.lr,
                      args.seq_len, args.batch, args.seeds)  # fmt: skip

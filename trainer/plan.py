@@ -17,8 +17,8 @@ import json
 import math
 from dataclasses import asdict, dataclass, replace
 
-from common.cli import ArgumentParser, fail
-from trainer.config import PRESETS, ModelConfig
+from common.cli import ArgumentParser, errors_as_one_line, fail, integer, real
+from trainer.config import MAX_RANKS, MAX_SEQ_LEN, PRESETS, ModelConfig
 from trainer.layouts import explain, rank_layouts, table
 from trainer.metrics import PEAK_FLOPS
 
@@ -230,7 +230,8 @@ def render(p: Plan) -> str:
     return "\n".join(lines)
 
 
-MAX_GPUS = 1 << 20  # ten times the largest clusters built
+MAX_GPUS = MAX_RANKS
+MAX_PARAMS = 1e13  # five times the largest dense models announced; the derived shape stays within ModelConfig's
 
 
 def check_plan_args(args: argparse.Namespace) -> None:
@@ -255,21 +256,27 @@ def check_plan_args(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--params", type=float, help="parameter count N, e.g. 1e9 (default: the --model's)")
-    parser.add_argument("--tokens", type=float, help="training tokens D (default: Chinchilla 20 N)")
-    parser.add_argument("--gpus", type=int, required=True)
+    parser.add_argument(
+        "--params", type=real(1, MAX_PARAMS), help="parameter count N, e.g. 1e9 (default: the --model's)"
+    )
+    parser.add_argument("--tokens", type=real(1, 1e17), help="training tokens D (default: Chinchilla 20 N)")
+    parser.add_argument("--gpus", type=integer(1, MAX_GPUS), required=True)
     parser.add_argument("--gpu", choices=sorted(PEAK_FLOPS), default="h100")
-    parser.add_argument("--mfu", type=float, default=0.4)
-    parser.add_argument("--seq-len", type=int, default=2048)
-    parser.add_argument("--micro-batch", type=int, default=1, help="sequences per GPU per micro-step")
+    parser.add_argument("--mfu", type=real(0, 1, open_low=True), default=0.4)
+    parser.add_argument("--seq-len", type=integer(1, MAX_SEQ_LEN), default=2048)
+    parser.add_argument("--micro-batch", type=integer(1, 1 << 20), default=1, help="sequences per GPU per micro-step")
     parser.add_argument("--model", choices=sorted(SHAPES), help="use this shape (else derived from --params)")
-    parser.add_argument("--vocab", type=int, default=50304)
-    parser.add_argument("--moe-experts", type=int, default=0, help="make the --model shape a MoE of E experts")
-    parser.add_argument("--moe-top-k", type=int, default=2)
-    parser.add_argument("--ep", type=int, default=1, help="expert-parallel degree for the all-to-all term")
-    parser.add_argument("--gpus-per-node", type=int, default=8)
-    parser.add_argument("--global-batch-tokens", type=float, default=GLOBAL_BATCH_TOKENS)
-    parser.add_argument("--layouts", type=int, default=10, help="how many layouts to list (0: none)")
+    parser.add_argument("--vocab", type=integer(1, 1 << 32), default=50304)
+    parser.add_argument(
+        "--moe-experts", type=integer(0, 1 << 16), default=0, help="make the --model shape a MoE of E experts"
+    )
+    parser.add_argument("--moe-top-k", type=integer(1, 1 << 16), default=2)
+    parser.add_argument(
+        "--ep", type=integer(1, MAX_GPUS), default=1, help="expert-parallel degree for the all-to-all term"
+    )
+    parser.add_argument("--gpus-per-node", type=integer(1, 1 << 10), default=8)
+    parser.add_argument("--global-batch-tokens", type=real(1, 1 << 40), default=GLOBAL_BATCH_TOKENS)
+    parser.add_argument("--layouts", type=integer(0, 1 << 20), default=10, help="how many layouts to list (0: none)")
     parser.add_argument("--explain", action="store_true", help="print the arithmetic of the recommended layout")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     args = parser.parse_args(argv)
@@ -297,10 +304,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print(json.dumps(asdict(plan), indent=1))
         return
-    print(render(plan))
+    layouts = ""
     if args.layouts:
         cfg = shape or derive_shape(params, args.vocab)
-        print("\n" + render_layouts(cfg, args, plan.seq_len))
+        with errors_as_one_line(ValueError):  # a global batch of fewer sequences than GPUs: no layout, one line
+            layouts = "\n" + render_layouts(cfg, args, plan.seq_len)
+    print(render(plan) + ("\n" + layouts if layouts else ""))
 
 
 def render_layouts(cfg: ModelConfig, args: argparse.Namespace, seq_len: int) -> str:

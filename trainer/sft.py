@@ -50,12 +50,12 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict  # noqa: E402
 
-from common.cli import USAGE_ERROR, ArgumentParser, one_line  # noqa: E402
+from common.cli import USAGE_ERROR, ArgumentParser, integer, one_line, real  # noqa: E402
 from common.storage import is_remote  # noqa: E402
 from common.transfer import download_input  # noqa: E402
 from tokenizer.artifacts import load_tokenizer  # noqa: E402
 from trainer.checkpoint import TRAINER_STATE, Checkpointer  # noqa: E402
-from trainer.config import ModelConfig  # noqa: E402
+from trainer.config import MAX_SEQ_LEN, SHAPE_LIMITS, ModelConfig  # noqa: E402
 from trainer.distributed import DistInfo, all_reduce_mean, init_distributed, shutdown  # noqa: E402
 from trainer.engine import TrainEngine  # noqa: E402
 from trainer.export_hf import export_hf, export_live, model_config_from_hf  # noqa: E402
@@ -71,7 +71,7 @@ from trainer.schedule import ScheduleKind  # noqa: E402
 from trainer.sft_data import ChatEncoder, Rows, SFTDataError, encode_rows, read_conversations, split_held_out  # noqa: E402
 from trainer.stability import SpikeConfig, SpikeGuard  # noqa: E402
 from trainer.store import StoreRun, fetch_model, on_each_node, scratch_folder, staged  # noqa: E402
-from trainer.train_config import check_optim, check_scratch, path_or_url  # noqa: E402
+from trainer.train_config import FLAG_RANGES, check_optim, check_scratch, flag_type, path_or_url  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -532,6 +532,14 @@ def _export(run: SFTRun, base: Base, encoder: ChatEncoder, out: Path) -> Path:
 
 
 OPTIM_FLAGS = {f.name for f in fields(OptimConfig)}
+# The pretraining flags' ranges (trainer.train_config), and those only SFT has.
+SFT_RANGES = {**FLAG_RANGES, "val_holdout": integer(0, 1 << 40), "epochs": integer(1, 1 << 20),
+              "seq_len": integer(2, MAX_SEQ_LEN), "lora_rank": integer(0, SHAPE_LIMITS["dim"]),
+              "lora_alpha": real(0, 1e6, open_low=True)}  # fmt: skip
+
+
+def _flag_type(name: str, kind: type) -> object:
+    return SFT_RANGES[name] if kind in (int, float) else flag_type(name, kind)
 
 
 def parse_args(argv: list[str] | None = None) -> SFTConfig:
@@ -545,7 +553,7 @@ def parse_args(argv: list[str] | None = None) -> SFTConfig:
             for name in sorted(OPTIM_FLAGS - {"betas", "schedule", "optimizer"}):
                 value = getattr(defaults.optim, name)
                 kind = float if isinstance(value, float) else int
-                parser.add_argument("--" + name.replace("_", "-"), type=kind, default=value)
+                parser.add_argument("--" + name.replace("_", "-"), type=_flag_type(name, kind), default=value)
             parser.add_argument("--schedule", choices=get_args(ScheduleKind), default=defaults.optim.schedule)
             parser.add_argument("--optimizer", choices=get_args(OptimizerKind), default=defaults.optim.optimizer)
         elif f.name in ("base", "data", "out"):
@@ -559,7 +567,8 @@ def parse_args(argv: list[str] | None = None) -> SFTConfig:
             parser.add_argument(flag, type=path_or_url, help=help_)
         else:  # int, float or str, as the default is
             default = getattr(defaults, f.name)
-            parser.add_argument(flag, type=type(default) if default is not None else int, default=default)
+            kind = type(default) if default is not None else int
+            parser.add_argument(flag, type=_flag_type(f.name, kind), default=default)
     values = vars(parser.parse_args(argv))
     optim = replace(defaults.optim, **{k: values.pop(k) for k in list(values) if k in OPTIM_FLAGS})
     return SFTConfig(**values, optim=optim)

@@ -23,7 +23,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from common.cli import USAGE_ERROR, ArgumentParser, one_line
+from common.cli import NODE_CPUS, USAGE_ERROR, ArgumentParser, integer, one_line
 from common.config import ConfigError
 from common.slurm import (
     REPO,
@@ -48,21 +48,27 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m trainer.slurm",
         description="Train on a Slurm cluster: python -m trainer.slurm [flags] -- [trainer/fsdp_train.py flags]",
     )
-    parser.add_argument("--nodes", type=int, default=1, help="Slurm nodes (default: 1)")
-    parser.add_argument("--nproc-per-node", type=int, default=1, help="ranks per torchrun agent (GPUs per node)")
-    parser.add_argument("--gpus-per-node", type=int, default=0, help="GPUs to request per node (default: none)")
+    parser.add_argument("--nodes", type=integer(1, 1 << 16), default=1, help="Slurm nodes (default: 1)")
+    parser.add_argument(
+        "--nproc-per-node", type=integer(1, 1 << 10), default=1, help="ranks per torchrun agent (GPUs per node)"
+    )
+    parser.add_argument(
+        "--gpus-per-node", type=integer(0, 1 << 10), default=0, help="GPUs to request per node (default: none)"
+    )
     parser.add_argument(
         "--agents-per-node",
-        type=int,
+        type=integer(1, 1 << 10),
         default=1,
         help="torchrun agents (srun tasks) per node: 1; more only to rehearse a multi-node rendezvous on one node",
     )
-    parser.add_argument("--cpus-per-task", type=int, default=None, help="CPUs per agent (default: Slurm's)")
+    parser.add_argument("--cpus-per-task", type=NODE_CPUS, default=None, help="CPUs per agent (default: Slurm's)")
     parser.add_argument("--partition", default=None, help="partition (default: the cluster's default)")
     parser.add_argument("--time", default="24:00:00", help="time limit of one start of the job (default: 24:00:00)")
     parser.add_argument("--sbatch-arg", action="append", default=[], metavar="KEY[=VALUE]",
                         help="extra #SBATCH option, e.g. account=abc, qos=high, exclusive (repeatable)")  # fmt: skip
-    parser.add_argument("--rdzv-port", type=int, default=29500, help="c10d rendezvous port on the first node")
+    parser.add_argument(
+        "--rdzv-port", type=integer(1, 65535), default=29500, help="c10d rendezvous port on the first node"
+    )
     parser.add_argument("--dry-run", action="store_true", help="write and print the script, do not submit it")
     parser.add_argument(
         "--yes", action="store_true", help="submit without asking after the cost line (asked only at a terminal)"

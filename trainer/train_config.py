@@ -17,9 +17,9 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from common.cli import ArgumentParser
+from common.cli import BATCH, SEED, ArgumentParser, Bounded, integer, real
 from common.storage import is_remote, local_path
-from trainer.config import MAX_SEQ_LEN, BalanceKind, GateKind
+from trainer.config import MAX_RANKS, MAX_SEQ_LEN, MODEL_RANGES, BalanceKind, GateKind
 from trainer.optim import OptimConfig
 from trainer.parallelize import ACMode
 from trainer.pipeline_parallel import PPSchedule
@@ -27,6 +27,38 @@ from trainer.pipeline_parallel import PPSchedule
 # OptimConfig fields that are flags, in its field order (which is the flag order).
 OPTIM_FLAGS = tuple(f.name for f in fields(OptimConfig))
 ScheduleSpan = Literal["epoch", "max_steps"]
+
+# The numeric flags' ranges (pretraining and SFT), checked while argv is parsed: one line and exit 2 before any
+# work, instead of `--shard-block-kb 1e9` reading whole files per request or `--seed 2**64` failing in numpy
+# after the model is built. They bound what a real run could ask for, far outside what the presets use.
+MAX_STEPS = 1 << 32  # optimizer steps, intervals and counts of them: ~4 billion
+
+FLAG_RANGES: dict[str, Bounded] = {
+    **MODEL_RANGES, "vocab_multiple": integer(1, 1 << 16),
+    "seq_len": integer(1, MAX_SEQ_LEN), "global_batch_tokens": integer(1, 1 << 36), "micro_batch": integer(1, 1 << 20),
+    "grad_accum": integer(1, 1 << 20),
+    "lr": real(0, 1e3, open_low=True), "weight_decay": real(0, 1e3), "warmup_steps": integer(0, MAX_STEPS),
+    "min_lr_ratio": real(0, 1), "wsd_decay_fraction": real(0, 1), "grad_clip": real(0, 1e9), "z_loss": real(0, 1e3),
+    "betas": real(0, 1, open_high=True), "muon_momentum": real(0, 1, open_high=True), "muon_qk_clip": real(0, 1e9),
+    "seed": SEED, "log_every": integer(1, MAX_STEPS), "eval_every": integer(0, MAX_STEPS),
+    "eval_limit": integer(1, 1 << 40), "eval_batch_size": BATCH, "val_holdout_files": integer(0, 1 << 24),
+    "val_batches": integer(0, 1 << 24), "checkpoint_every": integer(0, MAX_STEPS),
+    "keep_checkpoints": integer(1, 1 << 16), "max_steps": integer(1, MAX_STEPS), "spike_window": integer(1, 1 << 24),
+    "spike_sigma": real(0, 1e6, open_low=True), "spike_rollback_after": integer(0, MAX_STEPS),
+    "shard_cache_mb": integer(0, 1 << 24),  # 16 TiB: a node's scratch disk
+    "shard_block_kb": integer(0, 1 << 16),  # 64 MiB a request: S3's largest recommended part; more reads whole files
+    "dp_replicate": integer(1, MAX_RANKS), "dp_shard": integer(-1, MAX_RANKS), "tp": integer(1, MAX_RANKS),
+    "pp": integer(1, MAX_RANKS), "cp": integer(1, MAX_RANKS), "ep": integer(1, MAX_RANKS),
+}  # fmt: skip
+
+
+def flag_type(name: str, kind: Any) -> Any:
+    """The argparse type of flag `name`: its bounded range when it is a number, else `kind` itself."""
+    if kind in (int, float):
+        bounded = FLAG_RANGES[name]  # a new numeric field without a range fails every parse: give it one
+        assert bounded.kind is kind, name
+        return bounded
+    return kind
 
 
 @dataclass
@@ -324,9 +356,10 @@ def _add_flag(parser: argparse.ArgumentParser, name: str, hint: Any, default: An
         parser.add_argument(flag, type=typing.get_args(hint)[0], action="append", default=default, **kw)
     elif typing.get_origin(hint) is tuple:  # fixed-length numbers, e.g. --betas 0.9 0.95
         args = typing.get_args(hint)
-        parser.add_argument(flag, type=args[0], nargs=len(args), default=default, metavar=name.upper(), **kw)
+        parser.add_argument(flag, type=flag_type(name, args[0]), nargs=len(args), default=default,
+                            metavar=name.upper(), **kw)  # fmt: skip
     else:
-        parser.add_argument(flag, type=hint, default=default, **kw)
+        parser.add_argument(flag, type=flag_type(name, hint), default=default, **kw)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):

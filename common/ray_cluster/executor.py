@@ -23,6 +23,7 @@ from typing import Any
 from datatrove.executor.ray import RayPipelineExecutor
 from datatrove.io import DataFolder, DataFolderLike
 
+from common.cli import MAX_TASK_MB, NODE_CPUS, real
 from common.executor_errors import ExecutorError, raise_if_incomplete
 
 REPO = Path(__file__).resolve().parents[2]  # common/ray_cluster/executor.py -> the project root
@@ -256,11 +257,14 @@ def add_ray_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup)
         "private Ray instance on 127.0.0.1 that stops with the run (never another job's cluster)",
     )
     parser.add_argument(
-        "--ray-cpus-per-task", type=int, default=1, help="with --executor ray: CPUs each Ray task reserves (default: 1)"
+        "--ray-cpus-per-task",
+        type=NODE_CPUS,
+        default=1,
+        help="with --executor ray: CPUs each Ray task reserves (default: 1)",
     )
     parser.add_argument(
         "--ray-memory-per-task",
-        type=float,
+        type=real(0, MAX_TASK_MB / 1024, open_low=True),
         default=None,
         metavar="GB",
         help="with --executor ray: Ray memory each task reserves, in GB (default: datatrove's 2 GB per CPU, "

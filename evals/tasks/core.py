@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from common.cli import integer, real
 from evals.tasks.base import Encoder, Request, Task, TaskDataError
 from evals.tasks.icl import InContextTask
 from evals.tasks.texts import read_jsonl
@@ -46,6 +47,15 @@ def in_suite(suite: str, entry: Mapping[str, Any]) -> bool:
     return entry.get("suite") == "core" if suite == "core" else entry.get("name") in FINEWEB
 
 
+# A task's numbers in tasks.json: its shots (no prompt holds more than 65,536 examples) and its chance
+# accuracies, in percent.
+MANIFEST_NUMBERS = {
+    "num_fewshot": integer(0, 1 << 16),
+    "random_baseline": real(0, 100),
+    "random_baseline_v2": real(0, 100),
+}
+
+
 def read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / "tasks.json"
     if not path.is_file():
@@ -60,6 +70,12 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     for n, entry in enumerate(manifest["tasks"], 1):
         if not isinstance(entry, dict) or any(k not in entry for k in need):
             raise TaskDataError(f"{path}: task {n} lacks one of {', '.join(need)}")
+        numbers = [(key, bounded) for key, bounded in MANIFEST_NUMBERS.items() if key in entry]
+        for key, bounded in numbers:  # `num_fewshot: .inf` was a traceback, `random_baseline: .nan` a NaN score
+            try:
+                bounded.check(entry[key], f"task {n} `{key}`")
+            except ValueError as err:
+                raise TaskDataError(f"{path}: {err}") from None
     return manifest
 
 

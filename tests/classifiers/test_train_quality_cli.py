@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from classifiers.train_quality import TrainConfig, build_parser
 from common.config import config_from_args
 
@@ -26,3 +28,10 @@ def test_overrides_win_and_other_attributes_are_ignored() -> None:
     namespace = argparse.Namespace(dim=8, threads=4, out="somewhere", data="elsewhere")
     config = config_from_args(TrainConfig, namespace, threads=1)
     assert (config.dim, config.threads) == (8, 1)
+
+
+def test_word_ngrams_need_hash_rows() -> None:
+    """`--bucket 0 --word-ngrams 2` killed fastText's process (BrokenProcessPool); with unigrams no row is needed."""
+    with pytest.raises(ValueError, match="--bucket must be >= 1 with --word-ngrams 2"):
+        TrainConfig(bucket=0, word_ngrams=2).check()
+    TrainConfig(bucket=0, word_ngrams=1).check()

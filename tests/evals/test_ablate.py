@@ -134,7 +134,7 @@ def test_a_budget_beyond_the_datasets_bytes_is_refused_before_any_work(tmp_path)
     check_budget(spec(10**9, tokenizer=str(normalizing)))
     (tmp_path / "s.yaml").write_text(yaml.safe_dump({"datasets": [{"name": "a", "path": "docs"}], "tokens": 1,
                                                      "tasks": {}, "max_repetition": 0}))  # fmt: skip
-    with pytest.raises(SpecError, match="`max_repetition` must be a number > 0"):
+    with pytest.raises(SpecError, match=r"`max_repetition` must be a number in \(0, 10000\], got 0"):
         load_spec(tmp_path / "s.yaml")
 
 

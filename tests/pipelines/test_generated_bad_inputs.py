@@ -2,19 +2,27 @@
 config values per CLI (`pipelines.inspect`, `trainer.plan`, `evals.run`, `evals.ablate`,
 `trainer.export_hf`), and every draw must end in one `error:` line, exit status 2 and nothing written.
 
+Absurd but well-formed numbers, for every numeric flag of every CLI (found from the CLI's own parser) and
+the numbers of recipes, mixture specs, model files and ablation specs: NaN, infinities, 2**64, a value just
+outside the flag's range; each is refused in one line naming the flag and its range.
+
 CI-sized: a fixed number of examples per CLI, derandomized so a run is reproducible."""
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
+import re
 import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tests.pipelines.test_containment import _refused
+from common.cli import Bounded
+from tests.pipelines.test_containment import SAMPLE, _refused
 from tests.support.cli import run_cli
 
 SETTINGS = settings(
@@ -79,9 +87,13 @@ def test_evals_run(tmp_path: Path, case: str, value: str) -> None:
 
 
 SPEC_VALUES = {
-    "tokens": st.sampled_from([0, -5, "many", None, [1]]),
-    "seeds": st.sampled_from([[], "0", None, [0.5]]),
-    "eval_points": st.sampled_from([0, -1, "x"]),
+    "tokens": st.sampled_from([0, -5, "many", None, [1], 2**64]),
+    "seeds": st.sampled_from([[], "0", None, [0.5], [-1], [2**64]]),
+    "eval_points": st.sampled_from([0, -1, "x", 10**9]),
+    "decision_window": st.sampled_from([0, -1, 1.5, 2**64]),
+    "checkpoint_average": st.sampled_from([0, -1, "x", 2**64]),
+    "limit": st.sampled_from([0, -1, 1.5, {"mc": 0}, {"mc": 2**64}]),
+    "max_repetition": st.sampled_from([0, -1, 1e30, 2**64]),
     "datasets": st.sampled_from([[], {}, "x", [{"name": "a"}], [{"name": "../a", "path": "."}]]),
     "tasks": st.sampled_from([[], "x", None]),
     "seq_len": st.sampled_from([0, -1, "long"]),
@@ -169,3 +181,137 @@ def test_a_usage_error_is_one_line_for_every_cli(tmp_path: Path, module: str, ar
     line naming what is wrong and where help is, exit 2, nothing written (argparse printed its usage block)."""
     line = _refused(tmp_path, module, argv, "--help")
     assert "unrecognized arguments" in line or "required" in line, line
+
+
+class _Parsed(Exception):
+    """Raised in place of parsing: it carries the parser a CLI built."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self.parser = parser
+
+
+def _parser_of(module: str) -> argparse.ArgumentParser:
+    """The parser `module.main` builds (main is stopped where it would parse its argv)."""
+    original = argparse.ArgumentParser.parse_known_args
+
+    def capture(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        raise _Parsed(self)
+
+    argparse.ArgumentParser.parse_known_args = capture  # type: ignore[method-assign,assignment]
+    try:
+        importlib.import_module(module).main([])
+    except _Parsed as parsed:
+        return parsed.parser
+    finally:
+        argparse.ArgumentParser.parse_known_args = original  # type: ignore[method-assign]
+    raise AssertionError(f"{module}.main returned without parsing")
+
+
+NUMERIC_FLAGS = {
+    module: {action.option_strings[-1]: (action.type, action.nargs) for action in _parser_of(module)._actions
+             if action.option_strings and not action.choices
+             and (action.type in (int, float) or isinstance(action.type, Bounded))}
+    for module in _cli_modules()
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("module", sorted(NUMERIC_FLAGS))
+def test_every_numeric_flag_has_a_range_shown_in_help(module: str) -> None:
+    """A numeric flag without a range takes 1e30 or 2**64 and runs with it; each one's range is in --help, and
+    its closed ends are values the flag takes."""
+    unbounded = [flag for flag, (kind, _) in NUMERIC_FLAGS[module].items() if not isinstance(kind, Bounded)]
+    assert not unbounded, f"{module}: numeric flags without a range: {unbounded}"
+    shown = " ".join(_parser_of(module).format_help().split())
+    for flag, (kind, _) in NUMERIC_FLAGS[module].items():
+        assert f"(range {kind.range})" in shown, (module, flag)
+        ends = [end for end, open_ in ((kind.low, kind.open_low), (kind.high, kind.open_high)) if not open_]
+        assert all(kind(str(kind.kind(end))) == end for end in ends), (module, flag)
+
+
+def _outside(kind: Bounded) -> st.SearchStrategy[str]:
+    """Well-formed values outside `kind`'s range, as a user would type them."""
+    specials = ["nan", "inf", "-inf", "1e30", str(2**64), str(-(2**64))]
+    if kind.kind is int:
+        below = st.integers(max_value=int(kind.low) - (0 if kind.open_low else 1), min_value=-(2**70))
+        above = st.integers(min_value=int(kind.high) + (0 if kind.open_high else 1), max_value=2**70)
+        return st.one_of(st.sampled_from([*specials, "1.5", "0x10"]), below.map(str), above.map(str))
+    below = st.floats(max_value=kind.low, exclude_max=not kind.open_low, allow_nan=False)
+    above = st.floats(min_value=kind.high, exclude_min=not kind.open_high, allow_nan=False)
+    return st.one_of(st.sampled_from(specials), below.map(repr), above.map(repr))
+
+
+@settings(SETTINGS, max_examples=12)
+@given(data=st.data())
+@pytest.mark.parametrize("module", sorted(m for m, flags in NUMERIC_FLAGS.items() if flags))
+def test_an_absurd_number_is_refused_by_every_cli(tmp_path: Path, module: str, data: st.DataObject) -> None:
+    """`--cpus 1e30`, `--shard-block-kb 2**64`, `--lr nan`: refused while argv is parsed, before any work,
+    in one line naming the flag and its range (exit 2, nothing written)."""
+    flag = data.draw(st.sampled_from(sorted(NUMERIC_FLAGS[module])), label="flag")
+    kind, nargs = NUMERIC_FLAGS[module][flag]
+    value = data.draw(_outside(kind), label="value")
+    argv = [f"{flag}={value}"]
+    if isinstance(nargs, int) and nargs > 1:  # --betas B1 B2: values apart, so one that looks like an option cannot
+        assume(not value.startswith("-") or re.fullmatch(r"-\d+|-\d*\.\d+", value))
+        argv = [flag, *[str(kind.kind((kind.low + kind.high) / 2))] * (nargs - 1), value]
+    line = _refused(tmp_path, module, argv, f"argument {flag}:")
+    assert kind.range in line or "invalid" in line, line
+
+
+@pytest.mark.parametrize(
+    ("module", "argv", "flag"),
+    [
+        ("pipelines.plan", ["sample", "--cpus", str(2**64)], "--cpus"),
+        ("pipelines.plan", ["sample", "--mem-per-cpu", "1e30"], "--mem-per-cpu"),
+        ("pipelines.plan", ["sample", "--price", "1e30"], "--price"),
+        ("pipelines.plan", ["sample", "--pages-per-warc", "1e30"], "--pages-per-warc"),
+        ("trainer.fsdp_train", ["--shard-block-kb", str(1 << 30)], "--shard-block-kb"),
+        ("trainer.fsdp_train", ["--shard-cache-mb", str(2**64)], "--shard-cache-mb"),
+    ],
+)
+def test_the_audits_absurd_numbers_are_refused(tmp_path: Path, module: str, argv: list[str], flag: str) -> None:
+    """The audit's cases: each was accepted (a 1 GiB block read whole files per request)."""
+    line = _refused(tmp_path, module, argv, f"argument {flag}:")
+    assert "outside the allowed range" in line, line
+
+
+MODEL = {"dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 4, "ffn_dim": 128, "moe_experts": 4}
+CONFIG_VALUES = st.sampled_from([float("nan"), float("inf"), float("-inf"), 2**64, -(2**64), 1e300])
+
+
+@SETTINGS
+@given(
+    case=st.sampled_from([
+        ("recipe", "extraction", "timeout"), ("recipe", "signals", "timeout"),
+        ("recipe", "extraction", "max_html_bytes"), ("recipe", "decontamination", "n_grams"),
+        ("recipe", "rules.gopher_quality", "max_word_count"), ("recipe", "signals.c4", "max_word_length"),
+        ("recipe", "dedup", "bff_expected_ngrams"),
+        ("mixture", "", "workers"), ("mixture", "", "seed"), ("mixture", "", "tokens_per_file"),
+        ("mixture", "", "target_tokens"), ("mixture", "sources", "weight"), ("mixture", "sources", "max_repetition"),
+        ("model", "", "moe_experts"), ("model", "", "moe_capacity"), ("model", "", "init_std"),
+        ("model", "", "norm_eps"), ("model", "", "rope_theta"), ("model", "", "moe_ffn_dim"),
+    ]),
+    value=CONFIG_VALUES,
+)  # fmt: skip
+def test_an_absurd_config_number_is_refused(tmp_path: Path, case: tuple[str, str, str], value: float) -> None:
+    """The same for numbers in config files: a recipe's page timeout of 2**64 s, a mixture built by 2**64
+    workers or from a weight of 1e300 (which summed to inf), a model of 2**64 experts: one line naming the key."""
+    kind, section, key = case
+    path = tmp_path / "config.yaml"
+    if kind == "recipe":
+        recipe: dict = {"name": "absurd"}
+        node = recipe
+        for part in section.split("."):
+            node = node.setdefault(part, {})
+        node[key] = value
+        argv, module = ["sample", "--recipe", str(path)], "pipelines.plan"
+        config: dict = recipe
+    elif kind == "mixture":
+        source = {"name": "web", "path": str(tmp_path / "docs"), "weight": 1}
+        config = {"tokenizer": str(tmp_path / "tok"), "target_tokens": 1000, "seq_len": 64, "sources": [source]}
+        (source if section else config)[key] = value
+        argv, module = [str(path), "--out", str(tmp_path / "out"), "--quiet"], "mixtures.build"
+    else:
+        config = {**MODEL, key: value}
+        argv, module = [SAMPLE, "--out", str(tmp_path / "out"), "--train", "--model", str(path)], "pipelines.run"
+    path.write_text(json.dumps(config).replace("NaN", ".nan").replace("-Infinity", "-.inf").replace("Infinity", ".inf"))
+    _refused(tmp_path, module, argv, key)

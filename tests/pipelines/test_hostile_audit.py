@@ -187,7 +187,7 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
     # evals.ablate's pre-checks: a budget beyond a float was a traceback; an infinite repetition, a garbage
     # tokenizer or one whose folder holds --out failed in mixtures.build, after --out was begun
     ("ablate-tokens-beyond-a-float", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
-     {"spec.yaml": _ablation("{docs}", tokens=10**400)}, "cannot be met"),
+     {"spec.yaml": _ablation("{docs}", tokens=10**400)}, "`tokens` must be a whole number in [1, "),
     ("ablate-max-repetition-inf", "evals.ablate", ["{tmp}/spec.yaml", "--out", "{tmp}/out"],
      {"spec.yaml": "datasets: [{name: a, path: '{docs}'}]\ntasks: {}\ntokens: 100000\nmax_repetition: .inf\n"},
      "max_repetition"),
