@@ -80,7 +80,7 @@ def on_each_node(info: DistInfo, work: Any) -> None:
     if info.local_rank == 0:
         try:
             work()
-        except (OSError, ValueError) as err:
+        except Exception as err:  # a store gone away is botocore's error, not an OSError: still meet the gather
             error = (type(err).__name__, " ".join(str(err).split()) or type(err).__name__)
     failures = [e for e in _gather(error) if e is not None]
     if failures:

@@ -150,6 +150,7 @@ GONE = {  # where the store goes away: (the request held, how many such pass fir
     "commit": (rb"PUT /[^ ?]*/step_000000002/checksums\.json[ ?]", 0, "1",
                r"checkpoint step_000000002 not committed on {out}/checkpoints: rank 0 could not write its manifest: "),
     "records": (rb"PUT /[^ ?]*/train/metrics\.jsonl[ ?]", 1, "100", r"the run's records not uploaded to {out}: "),
+    "fetch": (rb"GET /[^ ?]*/tok/tokenizer\.json[ ?]", 0, "1", r"\w+: "),  # the inputs, fetched on each node
 }  # fmt: skip
 
 
@@ -158,23 +159,30 @@ GONE = {  # where the store goes away: (the request held, how many such pass fir
 def test_a_store_gone_mid_upload_ends_the_run_in_one_line(s3: S3Server, tmp_path: Path, where: str) -> None:  # noqa: F811
     """Two gloo ranks, --async-checkpoint: the store goes away (its endpoint drops every connection and takes no
     new one) while rank 0's upload thread writes step 2's manifest (`commit`: rank 1's waits for it), or
-    while rank 0 uploads the run's records at the end (`records`). Every rank ends (none waits for ever in a
+    while rank 0 uploads the run's records at the end (`records`), or while the nodes fetch the inputs
+    (`fetch`: botocore's connection error is no OSError). Every rank ends (none waits for ever in a
     collective the failed one never reaches: both hung), the launcher exits 2 with one `error:` line (rank 0
     released its lock with a warning: no traceback), and a reader of the store sees whole checkpoints only."""
     held, let_through, every, error = GONE[where]
-    shards, tok, _, _ = _upload_inputs(s3, tmp_path / "inputs")  # local inputs: only --out is on the store
+    shards, tok, shards_url, tok_url = _upload_inputs(s3, tmp_path / "inputs")
+    if where != "fetch":  # local inputs: only --out is on the store
+        shards_url, tok_url = str(shards), str(tok)
     out = f"s3://{BUCKET}/train"
-    args = _args(str(shards), str(tok), out, tmp_path / "scratch", "--checkpoint-every", every, "--async-checkpoint")
+    args = _args(shards_url, tok_url, out, tmp_path / "scratch", "--checkpoint-every", every, "--async-checkpoint")
     # one retry per request (botocore's default of 5 attempts with backoff only makes the end come later)
     with held_run(s3, args, held, let_through, tmp_path / "logs", "trainer.launch", AWS_MAX_ATTEMPTS="2") as run:
         run[1].stop()  # the store is gone: the held request's connection closed, new ones refused
         assert run[0].wait(timeout=240) == 2
     said = [line for line in (tmp_path / "logs/stderr").read_text().splitlines() if "--no-verify-shards" not in line]
-    assert len(said) == 2, said
-    assert said[0].startswith(f"warning: could not remove {out}/.lock ("), said
-    assert re.fullmatch("error: " + error.format(out=out) + ".+", said[1]), said
+    leases = [f"warning: could not remove s3://{BUCKET}/mix/.readers/"] if where == "fetch" else []  # --shards'
+    assert [line[: len(start)] for line, start in zip(said, leases, strict=False)] == leases, said
+    assert len(said) == len(leases) + 2, said
+    assert said[-2].startswith(f"warning: could not remove {out}/.lock ("), said
+    assert re.fullmatch("error: " + error.format(out=out) + ".+", said[-1]), said
     steps = StoreCheckpoints(f"{out}/checkpoints").steps()
     if where == "commit":
         assert sorted(name for name, done in steps.items() if done) == ["step_000000001"], steps
-    else:  # the last checkpoint was committed before the end: the run can be resumed and ended again
+    elif where == "records":  # the last checkpoint was committed before the end: the run can be resumed and ended again
         assert len(steps) == 1 and all(steps.values()), steps
+    else:  # no step trained
+        assert steps == {}, steps
