@@ -95,14 +95,19 @@ def rank0_verdict(check: Callable[[], T], refusals: type[Exception] | tuple[type
     rank raises that error (rank 0's type and one-line message), so all refuse together instead of the
     others waiting in the next collective. Returns `check`'s result on rank 0, None elsewhere. Collective."""
     group = dist.is_initialized() and dist.get_world_size() > 1
-    result, verdict = None, [None]
+    result, verdict, unexpected = None, [None], None
     if not group or dist.get_rank() == 0:
         try:
             result = check()
         except refusals as err:
             verdict[0] = (type(err), str(err))
+        except Exception as err:  # a defect, or a store client's error that is no OSError: raised on every rank,
+            unexpected = err  # rank 0 with its traceback (the others waited in the broadcast for ever)
+            verdict[0] = (RuntimeError, f"rank 0 failed: {type(err).__name__}: {err}")
     if group:
         dist.broadcast_object_list(verdict, src=0)
+    if unexpected is not None:
+        raise unexpected
     if verdict[0] is not None:
         kind, message = verdict[0]
         raise kind(message)
