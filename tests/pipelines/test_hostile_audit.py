@@ -258,6 +258,8 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
     ("train-overwrite-init-from-inside-out", "trainer.fsdp_train", [*TRAIN, "--out", "{tmp}/o", "--overwrite",
      "--init-from", "{tmp}/o/checkpoints/step_000000001"], {"o/checkpoints/step_000000001/trainer_state.json": "{}"},
      "--init-from"),  # fmt: skip
+    ("lid-eval-out-is-the-data", "classifiers.lid_eval", ["--data", "{tmp}/s.jsonl", "--out", "{tmp}/s.jsonl"],
+     {"s.jsonl": '{"text": "hello", "lang": "en"}\n'}, "--data"),
     ("train-val-shards-is-out", "trainer.fsdp_train", [*TRAIN, "--out", "{tmp}/v", "--val-shards", "{tmp}/v",
      "--overwrite"], {"v/manifest.json": "{}"}, "--val-shards"),  # fmt: skip
 ]
