@@ -83,10 +83,12 @@ def verify_checkpoint(folder: Path) -> None:
             "refusing it (checkpoints written by this trainer carry one)"
         )
     try:
-        listed = read_json_bounded(manifest, MAX_MANIFEST_BYTES)["files"]  # a sparse 3 GiB one took 3.3 GiB
+        listed = read_json_bounded(manifest, MAX_MANIFEST_BYTES)["files"]  # a sparse 3 GiB one took 3.3 GiB, 30 s
         if not isinstance(listed, dict) or not all(isinstance(v, str) for v in listed.values()):
             raise TypeError
-    except (OSError, ValueError, KeyError, TypeError):
+    except OSError as err:  # a FIFO, or larger than any manifest: refused unread
+        raise UntrustedCheckpoint(f"{manifest}: not a checksum manifest ({err})") from None
+    except (ValueError, KeyError, TypeError):
         raise UntrustedCheckpoint(f"{manifest}: not a checksum manifest") from None
     present = _payload_files(folder)
     for rel in sorted(set(present) - set(listed)):
