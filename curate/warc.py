@@ -188,8 +188,9 @@ def _decoded(content: bytes, encoding: str) -> str | None:
 
 
 def _bomless_utf16(content: bytes) -> str | None:
-    """"utf-16-le" / "utf-16-be" when NULs fill one byte parity of the page's start and not the other (markup
-    and Latin text in UTF-16); None otherwise (a binary body's NULs fall on both)."""
+    """UTF-16's codec name ("utf-16-le" / "-be") when NULs fill a tenth or more of one byte parity of the page's
+    start and four times fewer of the other (markup and Latin text in UTF-16); None otherwise (a binary body's
+    NULs fall on both)."""
     head = content[:4096]
     even, odd = head[0::2].count(0), head[1::2].count(0)
     half = max(len(head) // 2, 1)
