@@ -24,6 +24,7 @@ from classifiers.lid import bundled_ft176_path, load_fasttext, normalize_label
 from classifiers.lid_data import load_labelled, map_languages, paragraphs
 from classifiers.metrics import accuracy, macro_f1, per_class
 from common.cli import ArgumentParser, integer, one_line
+from common.lock import check_not_input
 
 Predict = Callable[[Sequence[str]], list[str]]
 
@@ -141,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not Path(args.out).parent.is_dir() or Path(args.out).is_dir():  # found after the whole evaluation
             raise ValueError(f"--out {args.out}: not a file in an existing folder")
+        # the report written over the labelled sentences it read (--out equal to --data exited 0)
+        check_not_input(args.out, {"--data file": args.data, "--model": args.model}, {"--data folder": args.data})
         report = run(args.data, args.model, args.paragraph_size)
     except (OSError, ValueError) as err:
         print(f"error: {one_line(err)}", file=sys.stderr)

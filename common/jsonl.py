@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from common.bounded_input import MAX_DATA_BYTES, open_bounded
+from common.bounded_input import MAX_DATA_BYTES, loads_json, open_bounded
 
 
 class JsonlError(ValueError):
@@ -32,11 +32,13 @@ def iter_jsonl(
             for n, raw in enumerate(f, 1):
                 if raw.strip():
                     try:
-                        value = json.loads(raw.decode("utf-8"))
+                        value = loads_json(raw.decode("utf-8-sig" if n == 1 else "utf-8"), f"{path}:{n}")
                     except json.JSONDecodeError as err:
                         raise error(f"{path}:{n}: not JSON ({err.msg})") from None
                     except UnicodeDecodeError as err:
                         raise error(f"{path}:{n}: not UTF-8 ({err.reason} at byte {err.start})") from None
+                    except ValueError as err:  # nested too deeply
+                        raise error(str(err)) from None
                     yield n, value
     except (OSError, EOFError) as err:  # a missing or refused file, a broken or truncated gzip stream
         raise error(f"{path}:{n + 1}: unreadable ({err})") from None

@@ -17,7 +17,7 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -81,26 +81,55 @@ def refuse_inside_live_folder(out: str | os.PathLike[str], what: str) -> None:
     with, or erased by, what the run writes there. Probed with a shared, non-blocking flock on each
     ancestor's `.lock` (never created, never followed if a link), released at once."""
     out_path = Path(out).absolute()
-    for folder in out_path.parents:
+    _refuse_live(out_path.parents, what, f"{out}: an output folder inside a folder in use")
+
+
+def refuse_being_written(paths: Iterable[str | os.PathLike[str]], what: str, ancestors: bool = True) -> None:
+    """Refuse inputs that a live process is still writing: each path, or (`ancestors`) a folder holding it, has
+    its `.lock` held exclusively by another process. tokenizer.train, dedup.run and mixtures.build read the
+    documents of a run still curating (some of them, with exit 0); a trainer read a mixture being rebuilt.
+    For the CLIs: the chain's own steps run under the run's lock in other processes (Ray), so its functions
+    do not call this."""
+    folders: dict[Path, None] = {}
+    for path in paths:
+        absolute = Path(path).absolute()
+        folders.update(dict.fromkeys([absolute, *absolute.parents] if ancestors else [absolute]))
+    _refuse_live(folders, what, "an input being written", _lineage())
+
+
+def _lineage() -> set[int]:
+    """This process and its ancestors: a CLI started by the run that holds the lock (evals.ablate's
+    tokenizer.train on the samples in its own folder) reads what its parent wrote for it."""
+    pids, pid = {os.getpid()}, os.getppid()
+    while pid > 1 and pid not in pids:
+        pids.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat_file:
+                pid = int(stat_file.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return pids
+
+
+def _refuse_live(folders: Iterable[Path], what: str, context: str, ours: set[int] | None = None) -> None:
+    """FolderLocked naming the holder when one of `folders` has its `.lock` held exclusively by another process
+    (`ours`: processes whose locks do not count; this one by default: flock would refuse this process's own
+    second descriptor, so a run writing into its own folder is told apart by the pid its lock records)."""
+    ours = ours or {os.getpid()}
+    for folder in folders:
         try:
             fd = os.open(folder / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             continue  # no lock there (or not one this process may read): nothing live to collide with
-        if _held_by_this_process(fd):  # the training run exporting into its own --out (the PP export)
+        if _holder_record(fd).get("pid") in ours:  # the training run exporting into its own --out (the PP export)
             os.close(fd)
             continue
         try:
             fd = _flock(fd, fcntl.LOCK_SH, folder, folder / LOCK_NAME, what)
         except FolderLocked as err:
-            raise FolderLocked(f"{out}: an output folder inside a folder in use; {err}") from None
+            raise FolderLocked(f"{context}; {err}") from None
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-
-
-def _held_by_this_process(fd: int) -> bool:
-    """Whether the lock file records this process as its holder (flock would refuse this process's own
-    second descriptor, so a run writing into its own folder must be told apart by pid)."""
-    return _holder_record(fd).get("pid") == os.getpid()
 
 
 def check_local_output(out: str | os.PathLike[str], command: str) -> None:

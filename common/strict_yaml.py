@@ -59,8 +59,12 @@ StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yam
 
 
 def load_text(text: str) -> Any:
-    """Parse YAML text with `StrictLoader` (yaml.YAMLError on what it refuses)."""
-    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    """Parse YAML text with `StrictLoader` (yaml.YAMLError on what it refuses, nesting too deep included: PyYAML
+    recurses per level, and 20,000 `[` in a 40 KB recipe were a RecursionError traceback)."""
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:
+        raise yaml.YAMLError("nested too deeply") from None
 
 
 def load_file(path: str | os.PathLike[str], limit: int = MAX_CONFIG_BYTES) -> Any:

@@ -156,19 +156,49 @@ def _payload_mime(record: Any, content: bytes | None) -> str | None:
 
 
 def decode_payload(content: bytes) -> str | None:
-    """UTF-8 first, then cchardet's guess: the declared charset is ignored because it is often wrong."""
+    """UTF-8 first, then cchardet's guess: the declared charset is ignored because it is often wrong.
+
+    A page in a 7-bit encoding is valid UTF-8 without being UTF-8: UTF-16 without a byte order mark (every
+    other byte NUL; cchardet calls it ASCII) and ISO-2022-JP/KR (escape sequences) were kept as NUL- or
+    escape-laden text. Those two signs send such a page to its own decoding."""
     import cchardet
 
     try:
-        return content.decode("utf-8")
+        text = content.decode("utf-8")
     except UnicodeDecodeError:
-        detected = cchardet.detect(content)["encoding"]
-        if not detected or detected.upper() in ("UTF-8", "UTF8"):
-            return None
-        try:
-            return content.decode(detected)
-        except (UnicodeDecodeError, LookupError):
-            return None
+        text = None
+    if text is not None:
+        if "\x00" not in text and "\x1b" not in text:
+            return text
+        guess = _bomless_utf16(content) or cchardet.detect(content)["encoding"] or ""
+        if not guess.lower().startswith(("utf-16", "iso-2022")):
+            return text
+        return _decoded(content, guess) or text
+    detected = _bomless_utf16(content) or cchardet.detect(content)["encoding"]
+    if not detected or detected.upper() in ("UTF-8", "UTF8"):
+        return None
+    return _decoded(content, detected)
+
+
+def _decoded(content: bytes, encoding: str) -> str | None:
+    try:
+        return content.decode(encoding)
+    except (UnicodeDecodeError, LookupError):
+        return None
+
+
+def _bomless_utf16(content: bytes) -> str | None:
+    """UTF-16's codec name ("utf-16-le" / "-be") when NULs fill a tenth or more of one byte parity of the page's
+    start and four times fewer of the other (markup and Latin text in UTF-16); None otherwise (a binary body's
+    NULs fall on both)."""
+    head = content[:4096]
+    even, odd = head[0::2].count(0), head[1::2].count(0)
+    half = max(len(head) // 2, 1)
+    if odd > 0.1 * half and 4 * even < odd:
+        return "utf-16-le"
+    if even > 0.1 * half and 4 * odd < even:
+        return "utf-16-be"
+    return None
 
 
 def record_to_dict(record: Any, stat: Any, max_body_bytes: int = DEFAULT_LIMITS.body_bytes) -> dict | None:

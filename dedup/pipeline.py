@@ -27,6 +27,7 @@ import pyarrow as pa
 from datatrove.io import DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.readers import ParquetReader
+from fsspec.implementations.local import LocalFileSystem
 
 from common.bounded_input import InputRefused, refuse_parquet_bomb
 from common.documents import DOCUMENT_GLOB, DocumentWriter
@@ -103,8 +104,11 @@ def check_parquet_footers(input_folder: DataFolderLike) -> None:
     folder = get_datafolder(input_folder)
     if not folder.exists(""):
         return
+    local = isinstance(folder.fs, LocalFileSystem)
     for name in folder.list_files(glob_pattern=DOCUMENT_GLOB):
         path = folder.resolve_paths(name)
+        if local and not folder.isfile(name):  # a FIFO named 00000.parquet: opening it waited for a writer for good
+            raise ValueError(f"{path}: not a regular file (a FIFO or device is never read)")
         try:
             with folder.open(name, "rb") as handle:
                 names = pq.ParquetFile(handle).schema_arrow.names

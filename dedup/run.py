@@ -19,7 +19,7 @@ from datatrove.executor import LocalPipelineExecutor
 
 from common.cli import CPUS, SEED, ArgumentParser, errors_as_one_line, integer, real
 from common.executor_errors import ExecutorError
-from common.lock import FolderLock, check_apart, check_local_output, check_writable
+from common.lock import FolderLock, check_apart, check_local_output, check_writable, refuse_being_written
 from common.ray_cluster.executor import RayOptions, add_ray_arguments, ray_executor, ray_options
 from common.slurm_arrays import (
     SlurmOptions,
@@ -211,6 +211,8 @@ def _run_from_args(a: argparse.Namespace) -> dict:
     if a.executor == "ray":  # Ray workers do not run in this directory
         a.input, a.out = (p if "://" in p else str(Path(p).resolve()) for p in (a.input, a.out))
     check_inputs(a.input, a.out, config, workers, a.tasks)  # before the lock creates the folder
+    if "://" not in a.input:  # a run still curating: it deduplicated part of its documents, exit 0
+        refuse_being_written([a.input], "dedup.run")
     slurm = None
     if a.executor == "slurm":
         slurm = array_options(a)

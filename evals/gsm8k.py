@@ -8,12 +8,11 @@ equals the gold one. `evals.generate --gsm8k FILE` generates greedily and report
 from __future__ import annotations
 
 import io
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.bounded_input import open_bounded
+from common.bounded_input import loads_json, open_bounded
 
 _FINAL = re.compile(r"####\s*(-?[\d,]*\.?\d+)")
 _FORMATTED = re.compile(r"####\s*-?[\d,]*\.?\d+\s*$")
@@ -58,7 +57,7 @@ def read_problems(path: str | Path) -> list[Problem]:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = loads_json(line, path)
             except ValueError:
                 raise GSM8KDataError(f"{path}:{number}: not JSON") from None
             gold = final_answer(str(record.get("answer", ""))) if isinstance(record, dict) else None

@@ -156,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
             raise TaskDataError("--max-new-tokens must be >= 1")
         specs = parse_task_specs(args.task, "--task", generative=True)
         if args.out:  # the report must not replace what the run reads
-            check_not_input(args.out, {f"--task {n} file": p for n, p in specs.items()}, {"model folder": args.model})
+            files = {**{f"--task {n} file": p for n, p in specs.items()}, "--blimp-reference": args.blimp_reference}
+            check_not_input(args.out, files, {"model folder": args.model})
         pick_device(args.device)  # a bogus or absent device, before any file is read
         gsm8k_path = specs.pop("gsm8k", None)
         if gsm8k_path is not None and args.backend == "hf":

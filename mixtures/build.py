@@ -23,7 +23,7 @@ import numpy as np
 import yaml
 
 from common.cli import ArgumentParser, errors_as_one_line
-from common.lock import FolderLocked, check_apart, check_local_output, locked_folder
+from common.lock import FolderLocked, check_apart, check_local_output, locked_folder, refuse_being_written
 from common.slurm_job import add_job_arguments, job_options, run_as_job
 from common.storage import is_remote
 from mixtures.encode import TokenPart
@@ -212,6 +212,13 @@ def _manifest(
     )
 
 
+def _refuse_sources_being_written(spec: MixtureSpec) -> None:
+    """A source a live run is still writing (a run curating, a dedup.run) is refused: the build tokenized the
+    documents written so far and exited 0."""
+    paths = [spec.resolve(p) for source in spec.sources for p in source.paths]
+    refuse_being_written([p for p in paths if not is_remote(p)], "mixture build")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(prog="python -m mixtures.build", description=__doc__.splitlines()[0])
     parser.add_argument("spec", help="mixture YAML")
@@ -233,6 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     # made (OSError), an impossible target (InfeasibleMixture), a locked --out (FolderLocked)
     with errors_as_one_line(ValueError, OSError, yaml.YAMLError, FolderLocked):
         check_local_output(args.out, "mixtures.build")
+        _refuse_sources_being_written(load_spec(args.spec))
         manifest = build_mixture(args.spec, args.out, overwrite=args.overwrite, progress=not args.quiet)
     seconds = time.perf_counter() - start
     print(format_summary(manifest))

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from common.atomic import atomic_write_bytes
+from common.bounded_input import MAX_DATA_BYTES, read_json_bounded
 
 MANIFEST_NAME = "manifest.json"
 FORMAT = "datatrove-tokenized"
@@ -160,9 +161,9 @@ def read_manifest(shard_dir: str | os.PathLike[str], verify: bool = True) -> Man
     if not path.is_file():
         raise ManifestError(f"no {MANIFEST_NAME} in {root}")
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ManifestError(f"{path} is not valid JSON: {err}") from err
+        data = read_json_bounded(path, MAX_DATA_BYTES)  # a FIFO, a 3 GiB file or 100,000 nested `[`: one line
+    except (OSError, ValueError) as err:
+        raise ManifestError(f"{path} is not valid JSON: {err}") from None
     manifest = Manifest.from_dict(data, root=root)
     if verify:
         for shard in manifest.files:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from common.bounded_input import read_bounded
+from common.bounded_input import loads_json, read_bounded
 from common.config import ConfigError
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def _check_figure(name: str, value: object) -> None:
 def load_costs(recipe: str, table: Path = COSTS_TABLE) -> RecipeCosts:
     """The table's entry for ``recipe``; a recipe nobody measured is a ConfigError naming the command."""
     try:
-        entries = json.loads(read_bounded(table))  # a FIFO or a 3 GiB file as --costs: refused, not read
+        entries = loads_json(read_bounded(table), table)  # a FIFO or a 3 GiB file as --costs: refused, not read
     except FileNotFoundError:
         raise ConfigError(f"cost table not found: {table}") from None
     except (OSError, ValueError) as err:

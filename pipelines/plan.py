@@ -16,6 +16,7 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from common.bounded_input import MAX_DATA_BYTES, read_json_bounded
 from common.cli import CPUS, GB_PER_CPU, MAX_TASK_MB, NODE_CPUS, ArgumentParser, fail, integer, real
 from common.config import ConfigError
 from pipelines.costs import (
@@ -171,9 +172,9 @@ def calibrated(costs: RecipeCosts, run: Path) -> RecipeCosts:
 
 def _calibrated(costs: RecipeCosts, run: Path) -> RecipeCosts:
     try:
-        info = json.loads((run / "run.json").read_text())
-        report = json.loads((run / "report" / "report.json").read_text())
-        stats = json.loads((run / "stats.json").read_text())
+        info = read_json_bounded(run / "run.json", MAX_DATA_BYTES)
+        report = read_json_bounded(run / "report" / "report.json", MAX_DATA_BYTES)
+        stats = read_json_bounded(run / "stats.json", MAX_DATA_BYTES)
     except (OSError, ValueError) as err:
         raise ConfigError(f"--calibrate {run}: not a finished run ({err})") from None
     if info["config"]["recipe"]["name"] != costs.recipe:

@@ -24,7 +24,7 @@ from datatrove.pipeline.base import PipelineStep
 from datatrove.utils.stats import PipelineStats
 
 from common.atomic import atomic_write_text
-from common.bounded_input import MAX_DATA_BYTES, read_bounded
+from common.bounded_input import MAX_DATA_BYTES, read_json_bounded
 from common.cli import ArgumentParser, one_line
 from common.config import ConfigError
 from common.lock import FolderLock, FolderUnavailable, check_apart, check_writable
@@ -123,7 +123,7 @@ def check_run_record(path: Path) -> None:
     """run.json holds a JSON object with the run's recipe (`config.recipe`), as pipelines.run writes it; a
     garbled or foreign one is a ConfigError before the output folder is made (it was a traceback after)."""
     try:
-        record = json.loads(read_bounded(path, MAX_DATA_BYTES))
+        record = read_json_bounded(path, MAX_DATA_BYTES)
     except (OSError, ValueError) as err:
         raise ConfigError(f"{path}: not a run record ({err})") from None
     config = record.get("config") if isinstance(record, dict) else None

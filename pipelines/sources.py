@@ -19,6 +19,9 @@ CRAWL_ID = re.compile(r"^(?:cc-|cc-main-)(\d{4})-(\d{2})$", re.I)
 DUMP_IN_PATH = re.compile(r"CC-MAIN-\d{4}-\d{2}")
 WARC_SUFFIXES = (".warc", ".warc.gz", ".arc.gz", ".warc.zst")
 LISTING_SUFFIXES = (".txt", ".paths", ".paths.gz", ".lst")
+# A listing's size once decompressed: a crawl's warc.paths.gz is about 14 MB (90,000 paths); a 300 KB gzip
+# bomb of one 300 MB line was read whole (and quoted whole in the error).
+MAX_LISTING_BYTES = 64 << 20
 
 
 class SourceError(ValueError):
@@ -46,14 +49,21 @@ def _read_listing(location: str) -> list[str]:
 
     compression = "gzip" if location.endswith(".gz") else None
     try:
-        with fs_open(location, "rt", compression=compression) as f:
-            return [line.strip() for line in f if line.strip() and not line.startswith("#")]
+        with fs_open(location, "rb", compression=compression) as f:
+            data = f.read(MAX_LISTING_BYTES + 1)  # bounded: a gzip bomb is not decompressed whole
     except FileNotFoundError as err:
         raise SourceError(_not_found(location, err)) from None
-    except (OSError, gzip.BadGzipFile, UnicodeDecodeError) as err:
+    except (OSError, gzip.BadGzipFile) as err:
         raise SourceError(f"cannot read listing {location}: {err}") from None
     except (ValueError, ImportError) as err:  # fsspec: "Protocol not known: nope", or the scheme's package missing
         raise SourceError(f"cannot read listing {location}: {err}") from None
+    if len(data) > MAX_LISTING_BYTES:
+        raise SourceError(f"listing {location} holds more than {MAX_LISTING_BYTES:,} bytes (decompressed); refused")
+    try:
+        lines = data.decode("utf-8").split("\n")
+    except UnicodeDecodeError as err:
+        raise SourceError(f"cannot read listing {location}: {err}") from None
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
 def _not_found(location: str, err: FileNotFoundError) -> str:
@@ -105,7 +115,15 @@ def _expand(item: str, listings: tuple[str, ...] = ()) -> list[str]:
         if not found:
             raise SourceError(f"no files match {item}")
         return found
-    path = Path(item)
+    try:
+        return _expand_path(Path(item), listings)
+    except OSError as err:  # a name too long for the file system (a 5,000-character listing entry): a traceback
+        raise SourceError(f"input {item[:200]}{'...' if len(item) > 200 else ''}: {err.strerror}") from None
+
+
+def _expand_path(path: Path, listings: tuple[str, ...]) -> list[str]:
+    """`_expand` of a local path that is no glob."""
+    item = str(path)
     if path.is_dir():
         found = sorted(str(p) for p in path.rglob("*") if p.is_file() and p.name.endswith(WARC_SUFFIXES))
         if not found:
@@ -131,6 +149,8 @@ def _expand(item: str, listings: tuple[str, ...] = ()) -> list[str]:
 def resolve_paths(items: list[str], dump: str | None = None) -> ResolvedSource:
     """Local WARC files, globs, directories or listing files (URLs in listings are kept as URLs)."""
     files = _once_each([file for item in items for file in _expand(item)])
+    if not files:  # a listing of blank or comment lines only (os.path.commonpath([]) was a traceback)
+        raise SourceError(f"no WARC files listed in {', '.join(items)}")
     for name in files:
         if "\n" in name or "\r" in name:  # inputs.txt holds one path per line: this one would split
             raise SourceError(f"input file name holds a line break, rename it: {name!r}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from tokenizers import pre_tokenizers, trainers
 
 from common.cli import SEED, ArgumentParser, errors_as_one_line, integer
-from common.lock import check_apart, check_local_output, check_writable
+from common.lock import FolderLock, check_apart, check_local_output, check_writable, refuse_being_written
 from tokenizer.artifacts import tokenizer_sha256, write_tokenizer_dir
 from tokenizer.chat import CHAT_TOKENS
 from tokenizer.corpus import SampleStats, sample_texts
@@ -134,7 +134,9 @@ def train_tokenizer(
         "sample": asdict(stats),
         "seconds": round(seconds, 3),
     }
-    path = write_tokenizer_dir(tok, Path(out_dir), training)
+    # one writer per output folder: two trainings into one interleaved their files (the lock's file stays there)
+    with FolderLock(out_dir, "tokenizer training"):
+        path = write_tokenizer_dir(tok, Path(out_dir), training)
     return TrainResult(
         path=path,
         sha256=tokenizer_sha256(path),
@@ -190,6 +192,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _train_from_args(args: argparse.Namespace) -> TrainResult:
     check_local_output(args.out, "tokenizer.train")
+    refuse_being_written(args.input, "tokenizer training")  # a run still curating: part of its documents
     if args.max_digits < 0:  # 0 means unlimited on the command line, None in the API
         raise ValueError(f"--max-digits must be >= 0 (0: unlimited), got {args.max_digits}")
     return train_tokenizer(

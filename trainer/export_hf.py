@@ -24,6 +24,7 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from common.atomic import FILE_MODE
+from common.bounded_input import MAX_DATA_BYTES, read_json_bounded
 from common.cli import ArgumentParser, fail
 from common.lock import (
     FolderLock,
@@ -162,11 +163,18 @@ def export_hf(
     os.replace(partial, weights)
     (out_dir / "config.json").write_text(json.dumps(hf_config(cfg, dtype, eos_id, bos_id), indent=2) + "\n")
     if tokenizer is not None:
-        shutil.copyfile(tokenizer, out_dir / "tokenizer.json")
+        _copy_into(Path(tokenizer), out_dir / "tokenizer.json")
         for extra in _TOKENIZER_SIDE_FILES:  # what AutoTokenizer reads, when the tokenizer room wrote it
             if (Path(tokenizer).parent / extra).is_file():
-                shutil.copyfile(Path(tokenizer).parent / extra, out_dir / extra)
+                _copy_into(Path(tokenizer).parent / extra, out_dir / extra)
     return out_dir
+
+
+def _copy_into(source: Path, target: Path) -> None:
+    """Copy `source` to `target`, unless it is that file already (a --tokenizer inside --out: shutil's
+    SameFileError was a traceback after the weights and config had been written)."""
+    if not (target.exists() and os.path.samefile(source, target)):
+        shutil.copyfile(source, target)
 
 
 def export_live(
@@ -196,7 +204,7 @@ def load_checkpoint_model(checkpoint: Path) -> tuple[dict[str, torch.Tensor], di
     from trainer.model import Transformer
 
     reader = trusted_reader(checkpoint)  # before reading anything of it: checkpoint_trust.py
-    state = json.loads((checkpoint / TRAINER_STATE).read_text())
+    state = read_json_bounded(checkpoint / TRAINER_STATE, MAX_DATA_BYTES)
     cfg = ModelConfig(**state["model_config"])
     with torch.device("meta"):
         model = Transformer(cfg)

@@ -11,7 +11,6 @@ must be this run's, or the run is refused with the fields that differ.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
+from common.bounded_input import MAX_DATA_BYTES, read_json_bounded
 from trainer.checkpoint import TRAINER_STATE
 from trainer.config import ModelConfig
 from trainer.export_hf import hf_name, load_checkpoint_model
@@ -76,7 +76,7 @@ def init_from(
     names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
     names = [n.replace("._checkpoint_wrapped_module", "").replace("_orig_mod.", "") for n in names]
     if (source / TRAINER_STATE).is_file():
-        state = json.loads((source / TRAINER_STATE).read_text())
+        state = read_json_bounded(source / TRAINER_STATE, MAX_DATA_BYTES)
         _same_shape(model_cfg, state.get("model_config", {}), source)
         weights, _ = load_checkpoint_model(source)
         record = {"path": str(source.resolve()), "kind": "checkpoint", "step": state.get("step")}

@@ -163,9 +163,10 @@ def _run(cfg: TrainConfig, info: DistInfo, held: ExitStack, store: StoreRun | No
     # a rerun erases nothing; a live run there is named (FolderLocked) before what it wrote
     rank0_verdict(lambda: check_output(out, cfg.resume, cfg.overwrite), (OutputInUse, FolderUnavailable))
     profiler = StepProfiler(cfg.profile_steps, out, info.rank, info.device)
-    reading = lock_shards(str(cfg.shards), info)  # no `mixtures.build --overwrite` of them while this run reads
-    if reading is not None:
-        held.callback(reading.release)
+    for shards in (cfg.shards, cfg.val_shards):  # no `mixtures.build --overwrite` of them while this run reads
+        reading = lock_shards(str(shards), info) if shards is not None else None
+        if reading is not None:
+            held.callback(reading.release)
     data = prepare_data(cfg, info)
     held.callback(data.loader.index.reader.close)  # a store's reader: its fetch ahead over before the scratch goes
     if cfg.export_hf and data.model_cfg.moe_experts:

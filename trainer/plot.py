@@ -10,7 +10,6 @@ and throughput are drawn when the log has them.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from common.bounded_input import MAX_DATA_BYTES, read_bounded
+from common.bounded_input import MAX_DATA_BYTES, loads_json, read_bounded
 from common.cli import ArgumentParser, one_line
 
 Series = dict[str, list[tuple[int, float]]]
@@ -47,7 +46,7 @@ def load_log(path: Path) -> tuple[Series, int]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = loads_json(line, path)
             step = int(record["step"])
         except (ValueError, KeyError, TypeError):
             bad += 1

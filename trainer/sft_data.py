@@ -14,7 +14,6 @@ every conversation as it would score alone.
 from __future__ import annotations
 
 import io
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from common.bounded_input import open_bounded
+from common.bounded_input import loads_json, open_bounded
 from tokenizer.chat import CHAT_TOKENS, ROLES
 from tokenizer.model import EOT
 
@@ -82,7 +81,7 @@ def read_conversations(path: str | Path) -> list[Conversation]:
     try:
         for number, line in _lines(path):
             try:
-                record = json.loads(line)
+                record = loads_json(line, path)
             except ValueError:
                 raise SFTDataError(f"{path}:{number}: not JSON") from None
             out.append(conversation_of(record, f"{path}:{number}"))

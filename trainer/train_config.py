@@ -164,7 +164,10 @@ class TrainConfig:
             raise ValueError("--eval-task runs under FSDP / HSDP layouts only (--tp 1 --pp 1)")
         if self.device not in ("auto", "cpu", "cuda"):  # anything else trained on the CPU without a word
             raise ValueError(f"--device must be auto, cpu or cuda, got {self.device!r}")
-        check_apart(self.out, {"--shards": self.shards})  # checkpoints among the shards, or shards under --out
+        # checkpoints among the shards, or inputs under --out: --overwrite removed the --init-from checkpoint
+        # there (then failed on it), and a run wrote its checkpoints into its --val-shards
+        inputs = {"--shards": self.shards, "--val-shards": self.val_shards, "--init-from": self.init_from}
+        check_apart(self.out, {flag: path for flag, path in inputs.items() if path is not None})
         check_writable(self.out)
 
 

@@ -7,13 +7,12 @@ parquet files are only read for what stats cannot say (tokens, lengths, language
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.bounded_input import MAX_DATA_BYTES, read_bounded
+from common.bounded_input import MAX_DATA_BYTES, read_json_bounded
 from common.documents import open_parquet
 from common.run_dir import CURATED, PREVIOUSLY, kept_documents_dir
 from common.storage import as_path
@@ -172,7 +171,7 @@ class RunUnreadable(FileNotFoundError):
 def _json_object(path: Path) -> dict:
     """The JSON object in `path` (a FIFO or an oversized file refused, not read); else RunUnreadable."""
     try:
-        value = json.loads(read_bounded(path, MAX_DATA_BYTES))
+        value = read_json_bounded(path, MAX_DATA_BYTES)
     except (OSError, ValueError) as err:
         raise RunUnreadable(f"{path}: not a record of a run ({err})") from None
     if not isinstance(value, dict):

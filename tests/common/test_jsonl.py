@@ -45,3 +45,14 @@ def test_readers_of_the_rooms_report_the_line(tmp_path) -> None:
     path.write_text('{"text": "fine"}\nnot json\n')
     with pytest.raises(EvalSetError, match=rf"{path}:2: not JSON"):
         load_eval_set(path)
+
+
+def test_a_byte_order_mark_is_read_and_deep_nesting_is_one_line(tmp_path) -> None:
+    """A file saved with a UTF-8 byte order mark (a valid encoding, Windows editors write it) was refused as
+    "Unexpected UTF-8 BOM"; a line of 100,000 nested `[` was a RecursionError traceback in every reader."""
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + LINES.encode())
+    assert list(iter_jsonl(path)) == [(1, {"text": "a"}), (4, ["b"]), (5, 7)]
+    path.write_text('{"text": "a"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(TaskDataError, match=rf"^{path}:2: JSON nested too deeply"):
+        list(iter_jsonl(path, TaskDataError))

@@ -117,3 +117,24 @@ def test_unknown_and_truncated_codings_are_undecodable() -> None:
     for header, body in (("compress", b"x"), ("br", ENCODED["br"][:-3]), ("gzip", ENCODED["gzip"][:-12])):
         with pytest.raises(UndecodableBody):
             decode_body(body, header, 1 << 20)
+
+
+PAGES = {  # a page whose charset is all 7-bit bytes decodes as UTF-8 without being UTF-8
+    "ja": "<html><body><p>東京は日本の首都であり、世界で最も人口の多い都市圏の一つです。</p></body></html>",
+    "ru": "<html><body><p>Москва — столица России, крупнейший город страны.</p></body></html>",
+    "en": HTML,
+}
+
+
+@pytest.mark.parametrize(
+    ("lang", "charset"),
+    [("ja", "utf-16-le"), ("ja", "utf-16-be"), ("ru", "utf-16-le"), ("en", "utf-16-be"), ("ja", "iso-2022-jp")],
+)
+def test_a_page_in_a_7_bit_charset_is_decoded_not_kept_as_utf8(lang: str, charset: str) -> None:
+    """UTF-16 without a byte order mark (every other byte NUL) and ISO-2022-JP (escape sequences) were kept as
+    NUL- or escape-laden text (valid UTF-8 bytes), or lost (Japanese UTF-16 is not): decoded now."""
+    from curate.warc import decode_payload
+
+    page = PAGES[lang]
+    assert decode_payload(page.encode(charset)) == page
+    assert decode_payload(page.encode("utf-8")) == page

@@ -10,11 +10,14 @@ reader that waits on it hangs), a sparse 3 GiB file, a truncated parquet file, g
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,6 +34,7 @@ DCLM = (REPO / "pipelines" / "recipes" / "dclm.yaml").read_text()
 MC_LINE = json.dumps({"context": "w1", "choices": ["w2", "w3"], "gold": 0}) + "\n"
 TRAIN = ["--shards", "{shards}", "--tokenizer", "{tok}", "--device", "cpu", "--no-bf16"]
 SFT = ["--base", "{model}", "--data", "{tmp}/garbage.json", "--device", "cpu", "--no-bf16"]
+DEEP_JSON = "[" * 100_000 + "]" * 100_000  # 200 KB: Python's JSON and PyYAML recurse once per level
 
 
 def _mix(docs: str, **changes: object) -> dict:
@@ -222,6 +226,42 @@ CASES: list[tuple[str, str, list[str], dict, str]] = [
      "--calibrate"),
     ("run-bff-expected-ngrams-fraction", "pipelines.run", [SAMPLE, "--recipe", "{tmp}/r.yaml", "--out", "{tmp}/out"],
      {"r.yaml": DCLM.replace("bff_expected_ngrams: null", "bff_expected_ngrams: 1.5")}, "bff_expected_ngrams"),
+    # issue 30's fourth audit (helper 30b). Nesting: a RecursionError traceback from every YAML and JSON reader
+    ("recipe-nested-too-deeply", "pipelines.run", [SAMPLE, "--out", "{tmp}/out", "--recipe", "{tmp}/r.yaml"],
+     {"r.yaml": "name: x\nrules: " + DEEP_JSON[99_000:101_000] + "\n"}, "nested too deeply"),
+    ("evals-task-nested-too-deeply", "evals.run", ["{model}", "--task", "mc={tmp}/mc.jsonl", "--device", "cpu"],
+     {"mc.jsonl": DEEP_JSON + "\n"}, "nested too deeply"),
+    ("plan-costs-nested-too-deeply", "pipelines.plan", ["sample", "--costs", "{tmp}/c.json"], {"c.json": DEEP_JSON},
+     "nested too deeply"),
+    ("inspect-stats-nested-too-deeply", "pipelines.inspect", ["{tmp}/r"], {"r/run.json": "{}",
+     "r/stats.json": DEEP_JSON}, "nested too deeply"),  # fmt: skip
+    # a sparse 3 GiB file as a checkpoint's manifest or a model's config: read whole (3.3 and 4.8 GiB of memory)
+    ("export-checksums-3gib", "trainer.export_hf", ["--checkpoint", "{tmp}/c", "--out", "{tmp}/hf"],
+     {"c/checksums.json": "@huge"}, "more than"),
+    ("evals-model-config-3gib", "evals.run", ["{tmp}/m", "--task", "mc={tmp}/mc.jsonl", "--device", "cpu"],
+     {"mc.jsonl": MC_LINE, "m/config.json": "@huge"}, "config.json"),
+    # listings: blank lines only, an entry too long for a path (tracebacks), a gzip bomb (read whole)
+    ("run-listing-blank", "pipelines.run", ["{tmp}/l.paths", "--out", "{tmp}/out"], {"l.paths": "\n# none\n"},
+     "no WARC files listed"),
+    ("run-listing-entry-too-long", "pipelines.run", ["{tmp}/l.paths", "--out", "{tmp}/out"],
+     {"l.paths": "x" * 5000 + ".warc.gz\n"}, "too long"),
+    ("plan-listing-gzip-bomb", "pipelines.plan", ["{tmp}/l.paths.gz"],
+     {"l.paths.gz": gzip.compress(b"a" * (65 << 20), 1)}, "more than"),
+    # a FIFO named like a document file: dedup.run waited on it for good
+    ("dedup-input-fifo-named-parquet", "dedup.run", ["--input", "{tmp}/fifo-docs", "--out", "{tmp}/out"], {},
+     "not a regular file"),
+    # outputs over what the run reads: the BLiMP reference overwritten; --overwrite erased the --init-from
+    # checkpoint inside --out (then failed on it); checkpoints written into the --val-shards
+    ("evals-out-is-the-blimp-reference", "evals.run", ["{model}", "--task", "mc={tmp}/mc.jsonl", "--device", "cpu",
+     "--blimp-reference", "{tmp}/ref.json", "--out", "{tmp}/ref.json"], {"mc.jsonl": MC_LINE, "ref.json": "{}"},
+     "--blimp-reference"),  # fmt: skip
+    ("train-overwrite-init-from-inside-out", "trainer.fsdp_train", [*TRAIN, "--out", "{tmp}/o", "--overwrite",
+     "--init-from", "{tmp}/o/checkpoints/step_000000001"], {"o/checkpoints/step_000000001/trainer_state.json": "{}"},
+     "--init-from"),  # fmt: skip
+    ("lid-eval-out-is-the-data", "classifiers.lid_eval", ["--data", "{tmp}/s.jsonl", "--out", "{tmp}/s.jsonl"],
+     {"s.jsonl": '{"text": "hello", "lang": "en"}\n'}, "--data"),
+    ("train-val-shards-is-out", "trainer.fsdp_train", [*TRAIN, "--out", "{tmp}/v", "--val-shards", "{tmp}/v",
+     "--overwrite"], {"v/manifest.json": "{}"}, "--val-shards"),  # fmt: skip
 ]
 
 
@@ -254,6 +294,8 @@ def _hostile_files(case_tmp: Path, docs: Path) -> None:
     data = (docs / "00000.parquet").read_bytes()
     (case_tmp / "trunc").mkdir()
     (case_tmp / "trunc" / "00000.parquet").write_bytes(data[: len(data) // 2])
+    (case_tmp / "fifo-docs").mkdir()
+    os.mkfifo(case_tmp / "fifo-docs" / "00000.parquet")
     (case_tmp / "bomb").mkdir()
     one_mb = pa.array(["word " * 200_000])
     text = pa.DictionaryArray.from_arrays(pa.array([0] * 20_000, pa.int32()), one_mb)
@@ -282,7 +324,12 @@ def test_hostile_case_is_one_line_exit_2_and_writes_nothing(
     for name, content in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         filled = _fill(content, names)
-        (tmp_path / name).write_text(filled if isinstance(filled, str) else json.dumps(filled))
+        if filled == "@huge":
+            (tmp_path / name).symlink_to(tmp_path / "huge")
+        elif isinstance(filled, bytes):
+            (tmp_path / name).write_bytes(filled)
+        else:
+            (tmp_path / name).write_text(filled if isinstance(filled, str) else json.dumps(filled))
     before = _listing(tmp_path), _listing(inputs["root"])
     code, stderr = _in_process(module, [str(_fill(a, names)) for a in argv])
     lines = stderr.strip().splitlines()
@@ -314,6 +361,60 @@ def test_an_export_into_a_live_training_runs_folder_is_refused(inputs: dict[str,
         holder.wait()
     code, stderr = _in_process("trainer.export_hf", argv)  # the run ended: the export's own checks speak
     assert code == 2 and "being written" not in stderr and "not a checkpoint" in stderr, stderr
+
+
+@contextlib.contextmanager
+def _held(folder: Path, what: str) -> Iterator[None]:
+    """Another process holding `folder`'s writer lock (as a live run writing it does) for the block."""
+    hold = f"from common.lock import FolderLock; FolderLock({str(folder)!r}, {what!r}).acquire(); print(1)"
+    holder = subprocess.Popen([sys.executable, "-c", hold + "; input()"], cwd=REPO, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "1"  # the lock is held
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_inputs_being_written_and_outputs_in_use_are_refused(inputs: dict[str, Path], tmp_path: Path) -> None:
+    """tokenizer.train, dedup.run and mixtures.build on a run still curating read the documents written so far
+    and exited 0; the trainer's --val-shards had no read lock (a rebuild could replace them under it); two
+    tokenizer trainings into one --out interleaved their files. Each is refused in one line naming the holder."""
+    (inputs["shards"] / ".lock").touch()  # the training's read lock writes its record there
+    run = tmp_path / "run"
+    shutil.copytree(inputs["docs"], run / "curated")
+    shutil.copytree(inputs["shards"], tmp_path / "val")
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "mix.yaml").write_text(json.dumps(_fill(_mix(str(run / "curated")), {"tok": str(inputs["tok"])})))
+    train = [*_fill(TRAIN, {k: str(v) for k, v in inputs.items()}), "--out", str(tmp_path / "out")]
+    cases = [
+        (run, "pipelines.run", "tokenizer.train", ["--input", str(run), "--out", str(tmp_path / "t"), "--quiet"]),
+        (run, "pipelines.run", "dedup.run", ["--input", str(run / "curated"), "--out", str(tmp_path / "dd")]),
+        (run, "pipelines.run", "mixtures.build", [str(tmp_path / "mix.yaml"), "--out", str(tmp_path / "m"), "--quiet"]),
+        (tmp_path / "tok", "tokenizer training", "tokenizer.train",
+         ["--input", str(inputs["docs"]), "--out", str(tmp_path / "tok"), "--quiet"]),
+        (tmp_path / "val", "mixture build", "trainer.fsdp_train", [*train, "--val-shards", str(tmp_path / "val")]),
+    ]  # fmt: skip
+    for held, what, module, argv in cases:
+        with _held(held, what):
+            before = _unlocked(tmp_path), _unlocked(inputs["root"])
+            code, stderr = _in_process(module, argv)
+            assert code == 2 and stderr.count("\n") == 1, (module, stderr[-3000:])
+            assert stderr.startswith("error: ") and "being written by" in stderr and f"{what} (pid" in stderr, stderr
+            assert (_unlocked(tmp_path), _unlocked(inputs["root"])) == before, module
+
+
+def test_an_export_into_its_tokenizers_folder_keeps_the_tokenizer(tmp_path: Path) -> None:
+    """`export_hf --tokenizer OUT/tokenizer.json --out OUT` copied the tokenizer onto itself: shutil's
+    SameFileError, a traceback after the weights and config were written. The file is left as it is."""
+    from tests.support.sft_inputs import chat_tokenizer_dir, tiny_base
+
+    folder = chat_tokenizer_dir(tmp_path / "model")
+    text = (folder / "tokenizer.json").read_text()
+    tiny_base(folder, folder)
+    assert (folder / "tokenizer.json").read_text() == text
+    assert {"model.safetensors", "config.json"} <= {p.name for p in folder.iterdir()}
 
 
 def _unlocked(root: Path) -> dict[str, tuple[int, int]]:
