@@ -187,20 +187,33 @@ def _count_gap(f: IO[bytes], pos: int, nxt: int | None, max_bytes: int, on_error
         on_error("garbage_bytes", end, ValueError("bytes after a corrupt member start no member"))
 
 
-def _count_gzip_garbage(
-    f: IO[bytes], pos: int, nxt: int | None, max_bytes: int, on_error: OnError, why: str
-) -> None:
+# a gzip member's first four bytes with one of its three magic bytes destroyed and no optional header fields
+DESTROYED_HEADER = re.compile(rb"(?s)(?=(?:.\x8b\x08|\x1f.\x08|\x1f\x8b.)\x00)")
+GARBAGE_SCAN = 1 << 24  # bytes of one garbage stretch searched for such members; the rest counts as junk
+GARBAGE_TRIES = 64  # header-like spots tried per stretch: hostile junk full of them stays linear
+
+
+def _count_gzip_garbage(f: IO[bytes], pos: int, nxt: int | None, max_bytes: int, on_error: OnError, why: str) -> None:
     """Bytes from ``pos`` to the next magic (``nxt``, None: end of file) that start no member: each gzip
     member in them whose magic alone was destroyed (its header and deflate data still parse) is one
-    ``garbage_bytes`` loss, so two such members in a row count two lost members, not one; what is
-    left after them counts once more."""
-    while (end := _deflate_end(f, pos, max_bytes)) is not None and (nxt is None or end <= nxt):
-        on_error("garbage_bytes", pos, ValueError(f"{why}: a gzip member with destroyed magic bytes"))
-        pos = end
-        f.seek(pos)
-        if pos == nxt or not f.read(1):
-            return
-    on_error("garbage_bytes", pos, ValueError(why))
+    ``garbage_bytes`` loss, so two such members in a row count two lost members, not one; each stretch of
+    other bytes before, between or after them (junk, a member broken inside) counts once more. Such a member
+    is looked for at every header-like spot, not only at ``pos``: junk before it (a prefix) must not hide it."""
+    f.seek(0, 2)
+    stop = f.tell() if nxt is None else nxt
+    f.seek(pos)
+    region = f.read(min(stop - pos, GARBAGE_SCAN))
+    spots = [pos] + [pos + m.start() for m in DESTROYED_HEADER.finditer(region, 1)][: GARBAGE_TRIES - 1]
+    here = pos
+    for spot in spots:
+        if spot < here or (end := _deflate_end(f, spot, max_bytes)) is None or end > stop:
+            continue
+        if spot > here:  # the junk before this member
+            on_error("garbage_bytes", here, ValueError(why))
+        on_error("garbage_bytes", spot, ValueError(f"{why}: a gzip member with destroyed magic bytes"))
+        here = end
+    if here < stop:
+        on_error("garbage_bytes", here, ValueError(why))
 
 
 def _iter_compressed(

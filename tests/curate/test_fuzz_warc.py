@@ -200,3 +200,11 @@ def test_junk_spelling_a_zstd_skippable_frame_does_not_hide_the_gzip_members(tmp
     whole .warc.gz read as zstd (0 records, 0 losses); now the gzip members are read and the junk counted."""
     result = _check(_corrupted("gz", [], None, b"]*M\x18"), tmp_path)
     assert result["losses"]["garbage_bytes"] == 1 and result["read_ids"]
+
+
+def test_a_prefix_does_not_hide_a_member_whose_magic_was_destroyed(tmp_path: Path) -> None:
+    """Found by the property above: one junk byte, then the first member with its magic destroyed, then the
+    second member broken inside: both records lost and one loss counted (the destroyed member was looked for
+    only where the junk starts). Now the junk, the destroyed member and the broken one count one each."""
+    result = _check(_corrupted("gz", [(0.0, 0), (0.109375, 0)], None, b"\x00"), tmp_path)
+    assert result["losses"]["garbage_bytes"] == 3, result["losses"]
