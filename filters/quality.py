@@ -141,6 +141,7 @@ class QualitySignals(PipelineStep):
     def _loaded_tokenizers(self) -> dict[str, WordTokenizer]:
         tokenizers: dict[str, WordTokenizer] = {}
         if self.options.heuristics == "dclm":  # whitespace and word boundaries: no spaCy to load
+            dclm.load()  # its TLD list, here before the fork: each sandbox child starts with it
             return tokenizers
         for language in self.languages:
             tokenizers[language] = WordTokenizer(language)

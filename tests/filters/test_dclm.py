@@ -5,24 +5,38 @@ Parity with DCLM's own code on real pages is ``python -m bench.dclm_parity`` (it
 from __future__ import annotations
 
 import random
+import re
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from datatrove.data import Document
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from filters import dclm
 from filters.dclm import (
+    _STUBS,
+    _STUBS_IN_PAGE,
     DUP_NGRAMS,
     FAMILY,
     SIGNALS,
     TOP_NGRAMS,
     DclmRule,
     _ngram_ratios,
+    _url_patterns,
     counted_words,
     edit_lines,
     judge,
     remove_urls,
     segment_words,
+    sub_in_segments,
 )
+from filters.quality import QualitySignals, dclm_signals
+from pipelines.recipe import load_recipe
+
+DCLM_RECIPE = Path(__file__).resolve().parents[2] / "pipelines" / "recipes" / "dclm.yaml"
 
 PROSE = (
     "The committee met on Tuesday to review the budget and the plans that have been drafted with care. "
@@ -68,6 +82,34 @@ def test_urls_go_only_when_the_page_starts_with_a_tld():
     assert remove_urls("1. server 192.168.0.1 is down") == "1. server is down"
 
 
+# pieces of URLs, words and every kind of whitespace (long runs: the pattern takes at most 10 before a URL)
+URL_PIECES = st.sampled_from(
+    ["https://", "ftp://", "www.", "example", ".com", ".org", ".de", ".c", ".xn--p1ai", "/path?q=1&r=(2)", "a", "Z",
+     "1.2.3.4", "@", ":", "%", "_", "~", "#", "=", "+", "-", ".", ",", "'", "é", "\u00a0", "\u3000", " ", "\t", "\n",
+     " " * 11, "\n" * 12, "x" * 300]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(URL_PIECES, max_size=40))
+def test_url_removal_by_segments_equals_the_pattern_on_the_whole_page(pieces):
+    """The URL pattern run only on the segments around a dot before a TLD's letter gives the page-wide result."""
+    _, urls = _url_patterns()
+    page = "".join(pieces)
+    assert sub_in_segments(urls, page) == urls.sub("", page)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["items in cart", "ITEMS IN CART", "read more", "Read More...", "...", "sign-in",
+                                 "Sign-In", "\u0130tems", "\u0131tems in cart", "sıgn-in", "\u212a", " ", "\t", "\n",
+                                 "a", "x"]), max_size=20))  # fmt: skip
+def test_stub_searches_without_the_optional_space_find_the_same_pages(pieces):
+    page = "".join(pieces)
+    for stub, in_page in zip(_STUBS, _STUBS_IN_PAGE, strict=True):
+        with_space = re.compile(stub.pattern, re.I | re.M)
+        assert bool(in_page.search(page)) == bool(with_space.search(page))
+
+
 def test_word_counts():
     assert counted_words("a b\u00a0c , -x 1y\n\nz") == 4  # fastText splits at ASCII whitespace only
     assert segment_words("don't 'quoted' U.S. e-mail 3.5 ,") == ["don't", "quoted", "U.S", "e", "mail", "3.5"]
@@ -105,3 +147,14 @@ def test_ngram_signals_match_the_plain_definition():
     for _ in range(200):
         words = [rng.choice(vocabulary[: rng.randint(2, 7)]) for _ in range(rng.randint(0, 60))]
         assert _ngram_ratios(words) == pytest.approx(_gopher_ngrams(words))
+
+
+def test_the_signals_step_reads_the_tld_list_before_its_sandbox_forks():
+    """Its child inherits the compiled URL patterns (the signals are computed there, equal to the in-process ones)."""
+    dclm._url_patterns.cache_clear()
+    step = QualitySignals(load_recipe(DCLM_RECIPE).curate.signals)
+    page = PROSE + " See www.example.com/about for more."  # it starts with a TLD (.th): URLs go
+    [doc] = step.run([Document(text=page, id="1")])
+    assert dclm._url_patterns.cache_info().currsize == 1
+    signals, edited = dclm_signals(page)
+    assert {k: doc.metadata[k] for k in signals} == signals and "www.example.com" not in edited
