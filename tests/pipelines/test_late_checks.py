@@ -51,7 +51,7 @@ def train_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize(
     "flags, needle",
-    [(["--lr", "inf"], "--lr"), (["--lr", "nan"], "--lr"), (["--grad-clip", "inf"], "--lr"),
+    [(["--lr", "inf"], "--lr"), (["--lr", "nan"], "--lr"), (["--grad-clip", "inf"], "--grad-clip"),
      (["--seq-len", "100000000"], "--seq-len")],
 )  # fmt: skip
 def test_trainer_values_that_train_nothing(tmp_path: Path, train_inputs, flags: list[str], needle: str) -> None:
