@@ -261,12 +261,12 @@ def test_ray_status_against_the_head_with_the_documented_environment(ray_head: s
 def test_memory_no_node_has_is_a_quick_one_line_error(ray_head: str, tmp_path: Path) -> None:
     start = time.time()
     proc = run_cli(
-        "pipelines.run", "sample", "--executor", "ray", "--ray-address", ray_head, "--ray-memory-per-task", "100000",
+        "pipelines.run", "sample", "--executor", "ray", "--ray-address", ray_head, "--ray-memory-per-task", "10000",
         "--no-dedup", "--out", str(tmp_path), check=False,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
-    assert re.fullmatch(r"error: a task asks 1 CPU and 100000\.00 GB of Ray memory, but no node has that "
+    assert re.fullmatch(r"error: a task asks 1 CPU and 10000\.00 GB of Ray memory, but no node has that "
                         r"\(largest: 2 CPU, [\d.]+ GB\); .*wait forever.*", last), last  # fmt: skip
     assert time.time() - start < 90
     assert not (tmp_path / "sample" / "completions" / "curate").exists() or not list(
