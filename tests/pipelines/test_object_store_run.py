@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -22,6 +23,7 @@ import pytest
 from common.object_lock import ObjectLock
 from pipelines.run import main
 from tests.support.cli import REPO
+from tests.support.holding_proxy import HoldingProxy
 from tests.support.run_compare import assert_same_run, files_under, local_sample  # noqa: F401
 from tests.support.s3_server import (  # noqa: F401
     S3Server,
@@ -45,22 +47,23 @@ def run_pipeline(server: S3Server, out: str, cwd: Path, *extra: str, **env: str)
 
 
 def kill_mid_curation(server: S3Server, out: str, cwd: Path, *extra: str, **env: str) -> None:
-    """Start the run, SIGKILL its whole process group a few seconds into the curate task."""
-    command, environment = pipeline_command(server, out, *extra, **env)
-    proc = subprocess.Popen(command, cwd=cwd, env=environment, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    fs = fsspec.filesystem("s3")
-    deadline = time.monotonic() + 120
-    try:
-        while not fs.exists(f"{out[len('s3://') :]}/sample/run.json") and time.monotonic() < deadline:
-            assert proc.poll() is None, "the run ended before it could be killed"
-            time.sleep(0.2)
-            fs.invalidate_cache()
-        time.sleep(6)  # inside the curate task: extraction, filters, writers open
-        assert proc.poll() is None, "the run ended before it could be killed"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    """Start the run through a HoldingProxy that holds the curate task's first upload of curated documents in
+    flight, then SIGKILL its whole process group at exactly that point (the task has extracted and filtered,
+    its writers are open, nothing of its output has reached the store), however fast or loaded the machine."""
+    bucket_path = out[len("s3://") :]
+    pattern = rb"(PUT|POST) /" + re.escape(bucket_path.encode()) + rb"/sample/curated/"
+    with HoldingProxy(server.port, pattern, let_through=0) as proxy:
+        command, environment = pipeline_command(server, out, *extra, **env, AWS_ENDPOINT_URL=proxy.endpoint)
+        proc = subprocess.Popen(command, cwd=cwd, env=environment, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + 240
+        try:
+            while not proxy.held.wait(0.1):
+                assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before its upload was held"
+                assert time.monotonic() < deadline, "no upload of curated documents reached the proxy in 240 s"
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def error_line(proc: subprocess.CompletedProcess) -> str:
