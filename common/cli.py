@@ -65,8 +65,10 @@ class Bounded:
         """A config value, typed by YAML or JSON, in range: a ValueError naming `name` and the range otherwise
         (a whole number where `kind` is int; an int where a float is meant is fine)."""
         kinds = int if self.kind is int else (int, float)
-        if isinstance(value, bool) or not isinstance(value, kinds) or not self.holds(value):
-            what = "a whole number" if self.kind is int else "a number"
+        what = "a whole number" if self.kind is int else "a number"
+        if isinstance(value, bool) or not isinstance(value, kinds):  # text, a list, 1.5 for a count: no range helps
+            raise ValueError(f"{name}: expected {what}, got {value!r}"[:300])
+        if not self.holds(value):
             raise ValueError(f"{name} must be {what} in {self.range}, got {value!r}"[:300])
         return value
 

@@ -82,8 +82,6 @@ def _convert(value: Any, hint: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected true/false, got {value!r}")
         return value
     if hint in (int, float):  # `min_word_count: 1.5`, `.nan` or 2**64 failed late, or judged nothing
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where}: expected a {'whole number' if hint is int else 'number'}, got {value!r}"[:300])
         try:
             return (WHOLE if hint is int else FINITE).check(value, where)
         except ValueError as err:

@@ -195,8 +195,9 @@ COPA = {
         (COPA, [{"context": "a", "continuation": "b"}], "copa.jsonl:1: not a multiple_choice row"),
         ({**COPA, "num_fewshot": 3}, MC[:3], "copa: 3-shot needs 3 example rows besides the item"),
         ({**COPA, "icl_task_type": "generation"}, MC[:3], "unknown icl_task_type 'generation'"),
-        ({**COPA, "num_fewshot": float("inf")}, MC[:3], "task 1 `num_fewshot` must be a whole number in [0, 65536]"),
-        ({**COPA, "num_fewshot": 1.5}, MC[:3], "task 1 `num_fewshot` must be a whole number"),
+        ({**COPA, "num_fewshot": 70000}, MC[:3], "task 1 `num_fewshot` must be a whole number in [0, 65536]"),
+        ({**COPA, "num_fewshot": float("inf")}, MC[:3], "task 1 `num_fewshot`: expected a whole number, got inf"),
+        ({**COPA, "num_fewshot": 1.5}, MC[:3], "task 1 `num_fewshot`: expected a whole number, got 1.5"),
         ({**COPA, "random_baseline": float("nan")}, MC[:3], "`random_baseline` must be a number in [0, 100], got nan"),
     ],
 )
