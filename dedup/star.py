@@ -28,7 +28,9 @@ its smallest node, which is the union-find's root and the kept document. Then:
 Every file is a checksummed record file written atomically; each task writes a ``.json`` receipt last,
 after all of its files, and a task with a receipt is skipped (the next pass validates the files as it reads them),
 so a killed run resumes pass by pass: a task killed before its receipt runs again and rewrites every file it
-writes, under the same names, so nothing is lost or counted twice.
+writes, under the same names, so nothing is lost or counted twice. On an object store the run folder holds only
+the committed files (each uploaded whole from local scratch, the receipt one PUT after them); the sort runs and
+the files being written stay on the node's disk (``extsort.spill_space``).
 """
 
 from __future__ import annotations
