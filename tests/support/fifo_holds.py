@@ -5,6 +5,7 @@ open through and stalls the writes instead, once a pipe's worth is in: the task 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -27,10 +28,12 @@ def release_open(path: Path) -> None:
 
 def hold_write(path: Path) -> int:
     """A FIFO at ``path`` with its read end open and never read (the returned descriptor: ``os.close`` it after):
-    a writer's open goes through, and it waits in ``write`` once the pipe (64 KiB) is full, its other files left
-    as they were at that moment."""
+    a writer's open goes through, and it waits in ``write`` once the pipe is full (cut to one page, whatever the
+    system's default), its other files left as they were at that moment."""
     hold_open(path)
-    return os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    fcntl.fcntl(reader, fcntl.F_SETPIPE_SZ, os.sysconf("SC_PAGE_SIZE"))
+    return reader
 
 
 def waits_in_pipe_write(fifo: Path, proc: Path) -> bool:
