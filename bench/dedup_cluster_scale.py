@@ -9,6 +9,10 @@ run there, as an executor's worker would), with its peak RSS (VmHWM) and its sec
 both write the same cluster files. Reports peak RSS per task against the cap, the union-find's, and the
 time ratio: summed task seconds (CPU work) and the sum over stages of the slowest task (wall time with
 one worker per task).
+
+``--store``: the distributed stages' run folder on an S3 server (moto on 127.0.0.1, the real s3fs client; the
+inputs and the union-find stay local), with the requests it got (``python -m bench.dedup_cluster_scale --sizes
+2000000 --tasks 2 --store``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from dedup.evaluation import planted_signatures
 from dedup.formats import CLUSTER, CLUSTER_KIND, clusters_path
 from dedup.records import open_records
 from dedup.star import cluster_stages
+from tests.support.s3_server import S3Server
 
 ROOT = Path(__file__).resolve().parents[1]
 RANKS = 8
@@ -77,7 +82,8 @@ def same_files(a: str, b: str, config: DedupConfig) -> bool:
     return True
 
 
-def measure(n: int, tasks: int, memory_mb: int, tmp: str) -> dict:
+def measure(n: int, tasks: int, memory_mb: int, tmp: str, out: str | None = None) -> dict:
+    """``out``: the distributed stages' run folder (default: ``tmp/ours``)."""
     config = DedupConfig()
     sigs, pairs = f"{tmp}/sigs", f"{tmp}/pairs"
     planted_signatures(sigs, n, RANKS, config)
@@ -86,7 +92,8 @@ def measure(n: int, tasks: int, memory_mb: int, tmp: str) -> dict:
     single = run_task(DedupClusters(pairs, sigs, f"{tmp}/single", config), 0, 1, tmp)
     ours = replace(config, cluster_tasks=tasks, cluster_memory_mb=memory_mb)
     stages = []
-    for name, steps, world in cluster_stages("dedup", pairs, sigs, f"{tmp}/ours", ours, "minhash"):
+    out = out or f"{tmp}/ours"
+    for name, steps, world in cluster_stages("dedup", pairs, sigs, out, ours, "minhash"):
         runs = [run_task(steps[0], rank, world, tmp) for rank in range(world)]
         stages.append({"stage": name, "tasks": world, "runs": runs})
     task_seconds = sum(r["seconds"] for s in stages for r in s["runs"])
@@ -95,7 +102,7 @@ def measure(n: int, tasks: int, memory_mb: int, tmp: str) -> dict:
     return {
         "documents": n,
         "in_clusters": summary["documents_in_clusters"],
-        "identical": same_files(f"{tmp}/single", f"{tmp}/ours", config),
+        "identical": same_files(f"{tmp}/single", out, config),
         "union_find": single,
         "passes": sum(1 for s in stages if "_pass_" in s["stage"]),
         "stages": len(stages),
@@ -113,6 +120,7 @@ def main() -> None:
     p.add_argument("--sizes", type=int, nargs="*", default=[1_000_000])
     p.add_argument("--tasks", type=int, default=4)
     p.add_argument("--memory-mb", type=int, default=256)
+    p.add_argument("--store", action="store_true", help="the distributed run folder on a local S3 server (moto)")
     p.add_argument("--child", nargs=3, metavar=("PICKLE", "RANK", "WORLD"))
     a = p.parse_args()
     if a.child:
@@ -120,7 +128,17 @@ def main() -> None:
         return
     for n in a.sizes:
         with tempfile.TemporaryDirectory(dir=ROOT.parent) as tmp:
-            print(json.dumps(measure(n, a.tasks, a.memory_mb, tmp)), flush=True)
+            if not a.store:
+                print(json.dumps(measure(n, a.tasks, a.memory_mb, tmp)), flush=True)
+                continue
+            server = S3Server(log=Path(tmp, "requests.log")).start()
+            try:
+                with server.use():  # the tasks' interpreters inherit its endpoint
+                    result = measure(n, a.tasks, a.memory_mb, tmp, f"{server.make_bucket('bench')}/ours")
+            finally:
+                server.stop()
+            requests = sum(" HTTP/1.1" in line for line in Path(tmp, "requests.log").read_text().splitlines())
+            print(json.dumps(result | {"store_requests": requests}), flush=True)
 
 
 if __name__ == "__main__":

@@ -10,9 +10,7 @@ points at): they are temporary, read back at once, and a store would bill every 
 from __future__ import annotations
 
 import re
-import shutil
 import struct
-import tempfile
 
 import xxhash
 from datatrove.data import DocumentsPipeline
@@ -20,9 +18,8 @@ from datatrove.io import DataFolder, DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.utils.logging import logger
 
-from common.storage import is_remote
 from dedup.config import DedupConfig
-from dedup.extsort import ExternalSorter
+from dedup.extsort import ExternalSorter, spill_space
 from dedup.formats import SIG_KIND, SIGNATURE, node_ids, pairs_path, runs_dir
 from dedup.keys import n_bands
 from dedup.pairs import PAIR, PAIR_KIND, StarEdges
@@ -98,13 +95,6 @@ def band_pairs(
     return pairs
 
 
-def sort_space(output_folder: DataFolder) -> DataFolder:
-    """Where the external sort spills its runs: beside the output on a local disk, else a local temp folder."""
-    if not is_remote(output_folder.resolve_paths("")):
-        return output_folder
-    return get_datafolder(tempfile.mkdtemp(prefix="cc2model-sort-"))
-
-
 class DedupBuckets(PipelineStep):
     """Sorted buckets of one band -> ``<output>/band_XX.pairs`` (run with one task per band)."""
 
@@ -139,23 +129,22 @@ class DedupBuckets(PipelineStep):
                 logger.info(f"{out} already complete, skipping")
                 return
         buffer = self.config.sort_buffer_records
-        sorter = ExternalSorter(sort_space(self.output_folder), runs_dir(band), self.fingerprint, buffer)
         block = max(1024, buffer // 4)
         header = Header(PAIR_KIND, self.fingerprint, band, bands, PAIR.itemsize)
-        try:
-            with self.track_time("sort"):
-                for f in files:
-                    for records in f.blocks(block):
-                        sorter.add(records["key"], node_ids(f.header.rank, records["doc"]))
-                        self.stat_update("keys", value=len(records))
-            with RecordWriter(self.output_folder, out, header) as writer, self.track_time("pairs"):
-                edges = StarEdges()
-                for sorted_block in sorter.sorted_blocks():
-                    pairs = edges.feed(sorted_block)
-                    writer.write(pairs)
-                    self.stat_update("pairs", value=len(pairs))
-                writer.commit(extra=source)
-        finally:
-            sorter.close()
-            if sorter.folder is not self.output_folder:  # the local temp folder of a store's run
-                shutil.rmtree(sorter.folder.path, ignore_errors=True)
+        with spill_space(self.output_folder) as space:
+            sorter = ExternalSorter(space, runs_dir(band), self.fingerprint, buffer)
+            try:
+                with self.track_time("sort"):
+                    for f in files:
+                        for records in f.blocks(block):
+                            sorter.add(records["key"], node_ids(f.header.rank, records["doc"]))
+                            self.stat_update("keys", value=len(records))
+                with RecordWriter(self.output_folder, out, header) as writer, self.track_time("pairs"):
+                    edges = StarEdges()
+                    for sorted_block in sorter.sorted_blocks():
+                        pairs = edges.feed(sorted_block)
+                        writer.write(pairs)
+                        self.stat_update("pairs", value=len(pairs))
+                    writer.commit(extra=source)
+            finally:
+                sorter.close()

@@ -12,11 +12,14 @@ or two fields, compared as a pair (the cluster passes need each group's smallest
 from __future__ import annotations
 
 import contextlib
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import numpy as np
-from datatrove.io import DataFolder
+from datatrove.io import DataFolder, get_datafolder
 
+from common.storage import is_remote
 from dedup.records import CorruptFileError, Header, RecordWriter, open_records
 
 KEYED = np.dtype([("key", "<u8"), ("node", "<u8")])
@@ -76,6 +79,21 @@ def merge_sorted(sources: list[Iterator[np.ndarray]], order: Order = BY_KEY) -> 
                 heads[i] = head[cut:] if cut < len(head) else _next_nonempty(sources[i])
         yield parts[0] if len(parts) == 1 else sort_by_key(np.concatenate(parts), order)
         live = [i for i in live if heads[i] is not None]
+
+
+@contextlib.contextmanager
+def spill_space(output_folder: DataFolder) -> Iterator[DataFolder]:
+    """Where a task spills what it reads back itself (sort runs, files staged before their upload): beside the
+    output on a local disk, else a local temp folder (``tempfile``, which ``--scratch`` points at), removed at
+    the end. A store would bill every block read, and an open object buffers a whole part (50 MB) in memory."""
+    if not is_remote(output_folder.resolve_paths("")):
+        yield output_folder
+        return
+    local = tempfile.mkdtemp(prefix="cc2model-spill-")
+    try:
+        yield get_datafolder(local)
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
 
 
 def _next_nonempty(source: Iterator[np.ndarray]) -> np.ndarray | None:

@@ -28,12 +28,15 @@ its smallest node, which is the union-find's root and the kept document. Then:
 Every file is a checksummed record file written atomically; each task writes a ``.json`` receipt last,
 after all of its files, and a task with a receipt is skipped (the next pass validates the files as it reads them),
 so a killed run resumes pass by pass: a task killed before its receipt runs again and rewrites every file it
-writes, under the same names, so nothing is lost or counted twice.
+writes, under the same names, so nothing is lost or counted twice. On an object store the run folder holds only
+the committed files (each uploaded whole from local scratch, the receipt one PUT after them); the sort runs and
+the files being written stay on the node's disk (``extsort.spill_space``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 from collections.abc import Iterator
@@ -45,16 +48,26 @@ from datatrove.io import DataFolder, DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.utils.logging import logger
 
+from common.atomic import atomic_write_text
 from common.cli import CPUS, MAX_TASK_MB, integer
+from common.storage import filesystem
 from dedup.buckets import band_pairs
 from dedup.clusters import CLUSTER_TABLE, SUMMARY, DedupClusters, cluster_summary, docs_per_rank
 from dedup.config import DedupConfig
-from dedup.extsort import KEYED, ExternalSorter
+from dedup.extsort import KEYED, ExternalSorter, spill_space
 from dedup.formats import CLUSTER, CLUSTER_KIND, clusters_path, node_doc, node_rank, pairs_path
 from dedup.keys import n_bands
 from dedup.minhash import fmix64
 from dedup.pairs import PAIR, PAIR_KIND
-from dedup.records import CorruptFileError, Header, RecordFile, RecordWriter, is_valid, open_records
+from dedup.records import (
+    CorruptFileError,
+    Header,
+    RecordFile,
+    RecordWriter,
+    is_valid,
+    open_records,
+    streams_to_final_key,
+)
 
 EDGE_KIND = b"EDGE"
 LABEL_KIND = b"LABL"
@@ -176,17 +189,25 @@ def rank_range(part: int, world: int, tasks: int) -> range:
 
 
 class RoutedWriter:
-    """One record file per destination task (``<dir>/<dst>/<src>.<ext>``) plus a receipt ``<dir>/<src>.json``."""
+    """One record file per destination task (``<dir>/<dst>/<src>.<ext>``) plus a receipt ``<dir>/<src>.json``.
+
+    On an object store the files are written to local scratch and uploaded one by one at ``commit`` (each object
+    whole once it appears): streamed to the store, every open file would buffer a 50 MB part, ``tasks`` of them
+    at once, beyond the task's memory cap."""
 
     def __init__(
         self, folder: DataFolder, directory: str, src: int, tasks: int, fp: int, kind: bytes, dtype: np.dtype
     ) -> None:
         self.folder, self.directory, self.src, self.tasks = folder, directory, src, tasks
         ext = "edges" if kind == EDGE_KIND else "labels"
-        self.writers = [
-            RecordWriter(folder, f"{directory}/{dst:05d}/{src:05d}.{ext}", Header(kind, fp, src, tasks, dtype.itemsize))
-            for dst in range(tasks)
-        ]
+        self._scratch = contextlib.ExitStack()
+        self.staged = self._scratch.enter_context(spill_space(folder))
+        self.writers: list[RecordWriter] = []
+        with self._scratch.pop_all() as failing:  # the scratch removed if a file cannot be opened
+            for dst in range(tasks):
+                header = Header(kind, fp, src, tasks, dtype.itemsize)
+                self.writers.append(RecordWriter(self.staged, f"{directory}/{dst:05d}/{src:05d}.{ext}", header))
+            self._scratch = failing.pop_all()
         self.records = 0
 
     def write(self, records: np.ndarray, dests: np.ndarray) -> None:
@@ -200,16 +221,19 @@ class RoutedWriter:
         self.records += len(records)
 
     def commit(self, receipt: dict) -> None:
-        for w in self.writers:
-            w.commit()
-        path = receipt_path(self.directory, self.src)
-        with self.folder.open(path + ".tmp", "wt") as f:
-            json.dump({**receipt, "records": self.records}, f)
-        self.folder.mv(path + ".tmp", path)
+        """Every file, then the receipt: a task killed in between has no receipt and runs again whole."""
+        with self._scratch:
+            for w in self.writers:
+                w.commit()
+                if self.staged is not self.folder:  # now, in order: the receipt must come after every file
+                    fs, key = filesystem(self.folder.resolve_paths(w.path))
+                    fs.put_file(self.staged.resolve_paths(w.path), key)
+            write_receipt(self.folder, receipt_path(self.directory, self.src), {**receipt, "records": self.records})
 
     def abort(self) -> None:
-        for w in self.writers:
-            w.abort()
+        with self._scratch:
+            for w in self.writers:
+                w.abort()
 
     def __enter__(self) -> RoutedWriter:
         return self
@@ -221,6 +245,17 @@ class RoutedWriter:
 
 def receipt_path(directory: str, src: int) -> str:
     return f"{directory}/{src:05d}.json"
+
+
+def write_receipt(folder: DataFolder, path: str, receipt: dict) -> None:
+    """A task's receipt, written after its files and seen whole or not at all: on a local disk ``.tmp`` and a
+    rename, on an object store one PUT (its "rename" is a copy, a delete and four look-ups)."""
+    if streams_to_final_key(folder):
+        atomic_write_text(folder.resolve_paths(path), json.dumps(receipt))
+        return
+    with folder.open(path + ".tmp", "wt") as f:
+        json.dump(receipt, f)
+    folder.mv(path + ".tmp", path)
 
 
 def read_receipts(folder: DataFolder, directory: str, tasks: int) -> list[dict]:
@@ -326,22 +361,23 @@ class _ClusterTask(PipelineStep):
         self, directory: str, rank: int, kind: bytes = EDGE_KIND, dtype: np.dtype = KEYED, order: tuple = BY_PAIR
     ) -> Iterator[np.ndarray]:
         files = incoming(self.output_folder, directory, rank, self.tasks, self.fingerprint, kind, dtype)
-        sorter = ExternalSorter(
-            self.output_folder, f"{self.directory}/{rank:05d}.runs", self.fingerprint, self.buffer_records,
-            dtype=dtype, order=order,
-        )  # fmt: skip
-        try:
-            block = max(1024, self.buffer_records // 4)
-            with self.track_time("sort"):
-                for f in files:
-                    for records in f.blocks(block):
-                        sorter.add_records(records)
-            chunk = max(1024, self.buffer_records // 8)  # the passes' numpy temporaries scale with the block
-            for sorted_block in sorter.sorted_blocks():
-                for start in range(0, len(sorted_block), chunk):
-                    yield sorted_block[start : start + chunk]
-        finally:
-            sorter.close()
+        with spill_space(self.output_folder) as space:
+            sorter = ExternalSorter(
+                space, f"{self.directory}/{rank:05d}.runs", self.fingerprint, self.buffer_records, dtype=dtype,
+                order=order,
+            )  # fmt: skip
+            try:
+                block = max(1024, self.buffer_records // 4)
+                with self.track_time("sort"):
+                    for f in files:
+                        for records in f.blocks(block):
+                            sorter.add_records(records)
+                chunk = max(1024, self.buffer_records // 8)  # the passes' numpy temporaries scale with the block
+                for sorted_block in sorter.sorted_blocks():
+                    for start in range(0, len(sorted_block), chunk):
+                        yield sorted_block[start : start + chunk]
+            finally:
+                sorter.close()
 
     def docs_per_rank(self) -> list[int]:
         return docs_per_rank(self.signatures_folder, self.fingerprint)
@@ -518,10 +554,7 @@ class ClusterWrite(_ClusterTask):
                     file_of(int(doc_rank[start])).write(records)
             if ranks:
                 file_of(ranks.stop - 1).commit(extra=counts[ranks.stop - 1])
-            path = receipt_path(self.directory, rank)
-            with self.output_folder.open(path + ".tmp", "wt") as f:
-                json.dump({"ranks": [ranks.start, ranks.stop]}, f)
-            self.output_folder.mv(path + ".tmp", path)
+            write_receipt(self.output_folder, receipt_path(self.directory, rank), {"ranks": [ranks.start, ranks.stop]})
         except BaseException:
             if writer is not None and not writer.committed:
                 writer.abort()

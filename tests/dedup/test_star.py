@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -30,8 +31,24 @@ from dedup.keys import MinhashKeyer
 from dedup.records import open_records
 from dedup.run import run_dedup
 from dedup.star import StarPass, buffer_records_for, cluster_stages, plan_clusters
-from tests.support.cluster_holds import PASS_HOLD, TASKS, WRITE_HOLD, killed_mid_pass, killed_mid_write
-from tests.support.fifo_holds import held_process, hold_open, release_open
+from tests.support.cluster_holds import (
+    MID_FILE,
+    PASS_HOLD,
+    TASKS,
+    WRITE_HOLD,
+    killed_mid_file,
+    killed_mid_pass,
+    killed_mid_write,
+    redone,
+)
+from tests.support.fifo_holds import (
+    held_process,
+    hold_open,
+    hold_write,
+    release_open,
+    waits_in_fifo_open,
+    waits_in_pipe_write,
+)
 from tests.support.processes import descendants, wait_gone
 from tests.support.shared_data import shared_data_dir
 
@@ -53,16 +70,20 @@ def read_clusters(folder: Path, config: DedupConfig, ranks: int) -> list[np.ndar
     return [open_records(base, clusters_path(r), CLUSTER_KIND, fp, CLUSTER, r, ranks).read_all() for r in range(ranks)]
 
 
-@pytest.fixture(scope="module")
-def planted(tmp_path_factory):
-    """60k documents on 5 ranks, their pairs, and the single task's clusters."""
-    base = tmp_path_factory.mktemp("planted")
+def plant(base: Path, documents: int) -> tuple[Path, DedupConfig]:
+    """Planted signatures of ``documents`` on 5 ranks, their pairs, and the single task's clusters, under ``base``."""
     config = DedupConfig()
-    planted_signatures(base / "sigs", 60_000, 5, config)
+    planted_signatures(base / "sigs", documents, 5, config)
     for band in range(config.num_buckets):
         DedupBuckets(str(base / "sigs"), str(base / "pairs"), config).run(rank=band, world_size=config.num_buckets)
     DedupClusters(str(base / "pairs"), str(base / "sigs"), str(base / "single"), config).run()
     return base, config
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """60k documents on 5 ranks, their pairs, and the single task's clusters."""
+    return plant(tmp_path_factory.mktemp("planted"), 60_000)
 
 
 @pytest.mark.parametrize("tasks", [2, 3, 7])
@@ -174,10 +195,29 @@ def test_held_out_near_duplicates_on_the_local_executor(tmp_path):
     assert removed[0] == removed[1]
 
 
-def run_local_executor(args: tuple, logs: Path) -> None:
-    """Every cluster stage with datatrove's LocalPipelineExecutor (forked workers), as ``dedup.run`` runs them."""
+def run_local_executor(
+    args: tuple, logs: Path | str, workers: int = 2, after: Callable[[str], object] | None = None
+) -> None:
+    """Every cluster stage with datatrove's LocalPipelineExecutor (forked workers), as ``dedup.run`` runs them;
+    ``after(stage)`` once each stage ran. One worker runs the tasks one after another in this process."""
     for name, steps, tasks in cluster_stages(*args):
-        LocalPipelineExecutor(steps, tasks=tasks, workers=2, logging_dir=str(logs / name), start_method="fork").run()
+        logging_dir = f"{logs}/{name}"  # a URL too
+        LocalPipelineExecutor(steps, tasks=tasks, workers=workers, logging_dir=logging_dir, start_method="fork").run()
+        if after is not None:
+            after(name)
+
+
+def kill_when_held(run: multiprocessing.Process, held: Callable[[Path], bool]) -> None:
+    """SIGKILL the run and its workers once one of them is ``held`` (a fixed point: ``fifo_holds``)."""
+    try:
+        held_process(lambda: [run.pid, *descendants(run.pid)], run.is_alive, timeout=120, held=held)
+    finally:
+        tree = {run.pid, *descendants(run.pid)}
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        run.join()
+        assert not wait_gone(tree)
 
 
 def test_pass_executor_runs_each_pass(planted, tmp_path):
@@ -205,18 +245,36 @@ def test_killed_mid_write_resumes_on_the_local_executor(planted, tmp_path):
     for hold, left in holds.items():
         run = multiprocessing.get_context("fork").Process(target=run_local_executor, args=(args, logs))
         run.start()
-        try:
-            held_process(partial(descendants, run.pid), run.is_alive, timeout=120)
-        finally:
-            tree = {run.pid, *descendants(run.pid)}
-            for pid in tree:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            run.join()
-            assert not wait_gone(tree)
+        kill_when_held(run, waits_in_fifo_open)
         left()
         release_open(out / hold)
     run_local_executor(args, logs)
+    single, ours = read_clusters(base / "single", config, 5), read_clusters(out, config, 5)
+    assert all(np.array_equal(a, b) for a, b in zip(single, ours, strict=True))
+    assert json.loads((out / "summary.json").read_text()) == json.loads((base / "single" / "summary.json").read_text())
+    assert sorted(p.name for p in out.iterdir()) == [*(clusters_path(r) for r in range(5)), "summary.json"]
+
+
+@pytest.mark.parametrize("held", MID_FILE, ids=lambda held: held.what)
+def test_half_written_file_is_redone_on_the_local_executor(planted, tmp_path, held):
+    """A local-executor run SIGKILLed while a task is mid-file: its writes to one of its routed files stall in a
+    full pipe, so another of its files is left half-written under its ``.tmp`` name (the first large-star's edges,
+    the number stage's labels). The rerun runs that task again and only it: its files whole, its receipt counting
+    each record once, and the clusters are the union-find's."""
+    base, config = planted
+    config = replace(config, cluster_tasks=TASKS, cluster_memory_mb=SMALL_CAP)
+    out, logs, fp = tmp_path / "c", tmp_path / "logs", config.fingerprint("minhash")
+    args = ("dedup", str(base / "pairs"), str(base / "sigs"), str(out), config, "minhash")
+    reader = hold_write(out / held.hold)
+    try:
+        run = multiprocessing.get_context("fork").Process(target=run_local_executor, args=(args, logs, 1))
+        run.start()
+        kill_when_held(run, partial(waits_in_pipe_write, out / held.hold))
+    finally:
+        os.close(reader)
+    before = killed_mid_file(out, logs, fp, held)
+    release_open(out / held.hold)
+    run_local_executor(args, logs, after=lambda stage: stage == held.stage and redone(out, fp, held, before))
     single, ours = read_clusters(base / "single", config, 5), read_clusters(out, config, 5)
     assert all(np.array_equal(a, b) for a, b in zip(single, ours, strict=True))
     assert json.loads((out / "summary.json").read_text()) == json.loads((base / "single" / "summary.json").read_text())
