@@ -180,10 +180,12 @@ def _run_chain(
         print(f"\n== mixture: one epoch of {run_dir.name}'s documents -> {mix_dir}", flush=True)
         if staged:
             staged.fetch("tokenizer")
-        manifest = build_mixture(mixture_spec(documents(), tok_work, config), mix_work, overwrite=True)
+        spec = mixture_spec(documents(), tok_work, config)
+        if staged:  # the shards uploaded while they are written, the manifest last
+            manifest = staged.build_mixture(spec, "mixture")
+        else:
+            manifest = build_mixture(spec, mix_work, overwrite=True)
         print(f"mixture: {manifest.total_tokens} tokens of {manifest.sources[run_dir.name].documents} documents")
-        if staged:
-            staged.publish("mixture", "manifest.json")
     if staged:
         staged.fetch("mixture")
     if train and not (train_dir / "hf" / "config.json").is_file():
