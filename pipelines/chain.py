@@ -178,8 +178,8 @@ def _run_chain(
             staged.publish("tokenizer", "tokenizer.json")
     if not (mix_dir / "manifest.json").is_file():
         print(f"\n== mixture: one epoch of {run_dir.name}'s documents -> {mix_dir}", flush=True)
-        if staged:
-            staged.fetch("tokenizer")
+        if staged:  # the mixture's two inputs fetched together (nothing to fetch for those already here)
+            staged.fetch_with_documents("tokenizer")
         spec = mixture_spec(documents(), tok_work, config)
         if staged:  # the shards uploaded while they are written, the manifest last
             manifest = staged.build_mixture(spec, "mixture")

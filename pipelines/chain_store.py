@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,15 @@ class StoreStaging:
         local = self.folder(name)
         if not local.is_dir():
             download_folder(str(self.run_dir / name), local)
+        return local
+
+    def fetch_with_documents(self, name: str) -> Path:
+        """``fetch(name)`` and ``documents()`` side by side: their listings and GETs overlap instead of
+        following each other (a rerun whose tokenizer is on the store but not here fetches both)."""
+        with ThreadPoolExecutor(1) as pool:
+            documents = pool.submit(self.documents)
+            local = self.fetch(name)
+            documents.result()
         return local
 
     def publish(self, name: str, marker: str) -> None:
