@@ -21,8 +21,9 @@ to see which look-ups a run still sends.
 
 Then the chain's mixture step (``pipelines.chain``: one epoch of the run's kept documents, with a tokenizer
 trained once beforehand, untimed): built from the local run into a local folder, against built from the
-bucket's run into the bucket (``pipelines/chain_store.py``: the documents fetched into a scratch folder, the
-shards and manifest uploaded, manifest last), ``--repeats`` times each, with its requests per document.
+bucket's run into the bucket (``pipelines/chain_store.py``: the documents fetched into a scratch folder, each
+shard uploaded as soon as it is written, the manifest last), ``--repeats`` times each, with its requests per
+document. ``bench.object_store_mixture`` times that step alone, more often, against uploading after the build.
 """
 
 from __future__ import annotations
