@@ -21,8 +21,9 @@ to see which look-ups a run still sends.
 
 Then the chain's mixture step (``pipelines.chain``: one epoch of the run's kept documents, with a tokenizer
 trained once beforehand, untimed): built from the local run into a local folder, against built from the
-bucket's run into the bucket (``pipelines/chain_store.py``: the documents fetched into a scratch folder, the
-shards and manifest uploaded, manifest last), ``--repeats`` times each, with its requests per document.
+bucket's run into the bucket (``pipelines/chain_store.py``: the documents fetched into a scratch folder, each
+shard uploaded as soon as it is written, the manifest last), ``--repeats`` times each, with its requests per
+document. ``bench.object_store_mixture`` times that step alone, more often, against uploading after the build.
 """
 
 from __future__ import annotations
@@ -94,11 +95,16 @@ def own_cpu() -> float:
     return own.ru_utime + own.ru_stime + children_cpu()
 
 
-def mixture_once(run_dir: Path, tok: Path, out: Path, server: S3Server) -> tuple[float, float, float]:
+def mixture_once(
+    run_dir: Path, tok: Path, out: Path, server: S3Server, upload_after: bool = False
+) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (this process's, the server's) of the chain's mixture step from ``run_dir``
-    (local, or a store URL) into ``out`` (its twin on the store when ``run_dir`` is one: the chain's staging)."""
+    (local, or a store URL) into ``out`` (its twin on the store when ``run_dir`` is one: the chain's staging,
+    each shard uploaded as soon as it is written; with ``upload_after``, the previous way: the whole folder
+    uploaded once the build is done, ``upload_folder``)."""
     from common.storage import is_remote
     from mixtures.build import build_mixture
+    from mixtures.manifest import MANIFEST_NAME
     from pipelines.chain import ChainConfig, mixture_spec
     from pipelines.chain_store import staging
 
@@ -108,8 +114,12 @@ def mixture_once(run_dir: Path, tok: Path, out: Path, server: S3Server) -> tuple
         build_mixture(mixture_spec(run_dir, tok, config), out, overwrite=True, progress=False)
     else:
         with staging(run_dir) as staged:
-            build_mixture(mixture_spec(staged.documents(), tok, config), staged.folder(out.name), progress=False)
-            staged.publish(out.name, "manifest.json")
+            spec = mixture_spec(staged.documents(), tok, config)
+            if upload_after:
+                build_mixture(spec, staged.folder(out.name), overwrite=True, progress=False)
+                staged.publish(out.name, MANIFEST_NAME)
+            else:
+                staged.build_mixture(spec, out.name, progress=False)
     return time.perf_counter() - start, own_cpu() - cpu, server_cpu(server) - served
 
 

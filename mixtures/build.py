@@ -15,7 +15,9 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,7 @@ from mixtures.shuffle import Docs, file_cuts, shuffled_copies, source_docs
 from mixtures.sources import ResolvedSource, resolve_source
 from mixtures.spec import EPOCH, MixtureSpec, load_spec, spec_from_dict
 from mixtures.summary import format_summary
-from mixtures.writer import WriteTask, write_shard
+from mixtures.writer import WriteTask, shard_file_names, write_shard
 from tokenizer.artifacts import load_tokenizer, resolve_tokenizer_file, tokenizer_sha256
 from tokenizer.model import EOT
 
@@ -44,12 +46,20 @@ TMP_DIR = ".build-tmp"
 SHARD_PREFIX = "shard"
 
 SpecLike = MixtureSpec | dict[str, Any] | str | os.PathLike[str]
+# called with the names (relative to the output folder) of a shard's files once they are all complete, in the
+# thread that wrote them, before the manifest: what lets a store build upload them while the others are written
+ShardWritten = Callable[[tuple[str, ...]], None]
 
 
 def build_mixture(
-    spec: SpecLike, out_dir: str | os.PathLike[str], overwrite: bool = False, progress: bool = True
+    spec: SpecLike,
+    out_dir: str | os.PathLike[str],
+    overwrite: bool = False,
+    progress: bool = True,
+    on_shard: ShardWritten | None = None,
 ) -> Manifest:
-    """Build `spec` (a MixtureSpec, a dict or a YAML path) into `out_dir`; return the written manifest."""
+    """Build `spec` (a MixtureSpec, a dict or a YAML path) into `out_dir`; return the written manifest.
+    `on_shard`: see ``ShardWritten`` (not with a ``task_runner`` that runs the writes elsewhere)."""
     spec, sources, tok_file, info, fingerprint = check_build(spec, out_dir, overwrite)
     out = Path(out_dir)
     created = not out.exists()
@@ -57,7 +67,7 @@ def build_mixture(
         if start_build(out, overwrite, fingerprint) and progress:
             print(f"{out}: an unfinished build of this spec was found; building it again", file=sys.stderr)
         try:
-            manifest = _build(spec, out, sources, tok_file, info, progress)
+            manifest = _build(spec, out, sources, tok_file, info, progress, on_shard)
         except InfeasibleMixture:
             abandon_build(out, created)
             raise
@@ -87,7 +97,13 @@ def check_build(
 
 
 def _build(
-    spec: MixtureSpec, out: Path, sources: list[ResolvedSource], tok_file: Path, info: TokenizerInfo, progress: bool
+    spec: MixtureSpec,
+    out: Path,
+    sources: list[ResolvedSource],
+    tok_file: Path,
+    info: TokenizerInfo,
+    progress: bool,
+    on_shard: ShardWritten | None = None,
 ) -> Manifest:
     """Tokenize, plan and write into `out`, which the caller holds locked and has cleared."""
     dtype = "uint16" if info.vocab_size <= 1 << 16 else "uint32"
@@ -127,13 +143,20 @@ def _build(
             )
             for i, (a, b) in enumerate(file_cuts(mixed.length, spec.tokens_per_file))
         ]
-        files = run_tasks(write_shard, tasks, spec.workers, desc="writing shards", progress=progress)
+        write = write_shard if on_shard is None else partial(_write_and_report, on_shard=on_shard)
+        files = run_tasks(write, tasks, spec.workers, desc="writing shards", progress=progress)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     manifest = _manifest(spec, info, dtype, files, docs, copies, parts)
     write_manifest(manifest, out)
     manifest.root = out
     return manifest
+
+
+def _write_and_report(task: WriteTask, on_shard: ShardWritten) -> ShardFile:
+    shard = write_shard(task)
+    on_shard(shard_file_names(task.filename))
+    return shard
 
 
 def _as_spec(spec: SpecLike) -> MixtureSpec:

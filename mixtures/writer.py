@@ -34,6 +34,11 @@ class WriteTask:
     lengths: np.ndarray
 
 
+def shard_file_names(filename: str) -> tuple[str, str, str]:
+    """The three files of shard `filename`: tokens, index, metadata."""
+    return filename, f"{filename}.index", f"{filename}.metadata"
+
+
 def write_shard(task: WriteTask) -> ShardFile:
     """Copy the task's documents into the shard, hashing as it goes; return its manifest entry."""
     dtype = np.dtype(task.dtype).newbyteorder("<")
@@ -66,8 +71,9 @@ def write_shard(task: WriteTask) -> ShardFile:
         flush(buffer[:fill])
     ends = np.cumsum(task.lengths, dtype=np.uint64).astype("<u8")
     tokens = int(ends[-1]) if ends.size else 0
-    atomic_write_bytes(out_dir / f"{task.filename}.index", ends.tobytes())
+    _, index_name, metadata_name = shard_file_names(task.filename)
+    atomic_write_bytes(out_dir / index_name, ends.tobytes())
     token_size = dtype.itemsize
     metadata = f"{task.tokenizer_name}|{token_size}\n{tokens}\n{humanize.metric(tokens, unit='T')}"
-    atomic_write_bytes(out_dir / f"{task.filename}.metadata", metadata.encode())
+    atomic_write_bytes(out_dir / metadata_name, metadata.encode())
     return ShardFile(path=task.filename, tokens=tokens, documents=int(ends.size), sha256=digest.hexdigest())

@@ -178,12 +178,14 @@ def _run_chain(
             staged.publish("tokenizer", "tokenizer.json")
     if not (mix_dir / "manifest.json").is_file():
         print(f"\n== mixture: one epoch of {run_dir.name}'s documents -> {mix_dir}", flush=True)
-        if staged:
-            staged.fetch("tokenizer")
-        manifest = build_mixture(mixture_spec(documents(), tok_work, config), mix_work, overwrite=True)
+        if staged:  # the mixture's two inputs fetched together (nothing to fetch for those already here)
+            staged.fetch_with_documents("tokenizer")
+        spec = mixture_spec(documents(), tok_work, config)
+        if staged:  # the shards uploaded while they are written, the manifest last
+            manifest = staged.build_mixture(spec, "mixture")
+        else:
+            manifest = build_mixture(spec, mix_work, overwrite=True)
         print(f"mixture: {manifest.total_tokens} tokens of {manifest.sources[run_dir.name].documents} documents")
-        if staged:
-            staged.publish("mixture", "manifest.json")
     if staged:
         staged.fetch("mixture")
     if train and not (train_dir / "hf" / "config.json").is_file():

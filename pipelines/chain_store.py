@@ -13,11 +13,16 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from common.atomic import atomic_write_bytes
-from common.transfer import download_folder, download_kept_documents, upload_folder
+from common.transfer import FolderUpload, download_folder, download_kept_documents, upload_folder
 from pipelines.errors import ExecutorError
+
+if TYPE_CHECKING:
+    from mixtures.manifest import Manifest
 
 TRAIN_RECORDS = ("run_config.json", "metrics.jsonl", "eval.json")  # what the final evaluation reads and caches
 
@@ -51,9 +56,31 @@ class StoreStaging:
             download_folder(str(self.run_dir / name), local)
         return local
 
+    def fetch_with_documents(self, name: str) -> Path:
+        """``fetch(name)`` and ``documents()`` side by side: their listings and GETs overlap instead of
+        following each other (a rerun whose tokenizer is on the store but not here fetches both)."""
+        with ThreadPoolExecutor(1) as pool:
+            documents = pool.submit(self.documents)
+            local = self.fetch(name)
+            documents.result()
+        return local
+
     def publish(self, name: str, marker: str) -> None:
         """The local twin of ``run_dir/name`` up to the store, ``marker`` last."""
         upload_folder(self.folder(name), str(self.run_dir / name), last=marker)
+
+    def build_mixture(self, spec: dict[str, Any], name: str, progress: bool = True) -> Manifest:
+        """``build_mixture`` into the local twin of ``run_dir/name``, each shard's files uploaded as soon as the
+        shard is written (``FolderUpload``: while the other shards are written, not after the last one), and
+        ``manifest.json`` last, once every shard landed: a build killed at any point leaves no manifest, or one
+        whose every file is on the store."""
+        from mixtures.build import build_mixture
+        from mixtures.manifest import MANIFEST_NAME
+
+        with FolderUpload(self.folder(name), str(self.run_dir / name)) as upload:
+            manifest = build_mixture(spec, self.folder(name), overwrite=True, progress=progress, on_shard=upload.send)
+            upload.finish(last=MANIFEST_NAME)
+        return manifest
 
     def fetch_training(self, name: str) -> Path:
         """The trained model's export and records, for the final evaluation."""

@@ -1,0 +1,145 @@
+"""The chain's mixture step into an S3 bucket against onto local disk, and against uploading after the build.
+
+    python -m bench.object_store_mixture [--input sample|pages] [--repeats 7] [--by-key]
+
+``bench.object_store`` times the mixture step a few times after its curation runs, which take minutes each;
+this bench times only the mixture step, often enough for its sub-second builds to give stable medians. It
+curates the input once, locally (untimed), copies the run's kept documents into a bucket of moto's S3 server
+on 127.0.0.1 (a store run's documents equal a local run's: ``tests/pipelines/test_object_store_run.py``) and
+trains the tokenizer once. Then ``--repeats`` rounds, the order of the three builds rotating from round to
+round, so that a load that rises or falls favours none of them:
+
+- ``local``: built from the local run into a local folder;
+- ``s3``: built from the bucket into the bucket as the chain does (``pipelines/chain_store.py``: the
+  documents fetched into a scratch folder, each shard's files uploaded as soon as the shard is written,
+  ``manifest.json`` last);
+- ``s3, upload after``: the same, but the folder uploaded once the build is done (``upload_folder``: the
+  chain's way before), on the same code otherwise.
+
+Prints each one's median wall time, the throughput ratio to local (the ratio of the medians, and the median
+of the rounds' ratios), the CPU seconds of this process and of moto's (moto runs on the same cores; a real
+store's work is not on the node), and the requests each store build sent, by method and per shard file.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from statistics import median
+
+from bench.object_store import REPO, load, mixture_once, print_by_key, requests
+from common.cli import ArgumentParser, integer
+from pipelines.sample import SAMPLE_WARC
+from tests.support.s3_server import S3Server
+
+BUILDS = ("local", "s3", "s3, upload after")
+
+
+def curate_locally(warc: Path, out: Path, scratch: Path) -> Path:
+    """``pipelines.run`` of `warc` into `out` (local executor); the run directory."""
+    cmd = [sys.executable, "-m", "pipelines.run", str(warc), "--dump", "bench", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([*cmd, "--scratch", str(scratch)], cwd=REPO, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"pipelines.run failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return out / "bench"
+
+
+def copy_kept_documents(run_dir: Path, url: str) -> str:
+    """The run's kept documents folder (``deduped/`` or ``curated/``) uploaded to `url/<name>`; its name."""
+    from common.run_dir import kept_documents_dir
+    from common.transfer import upload_folder
+
+    kept = kept_documents_dir(run_dir)
+    if kept is None:
+        raise SystemExit(f"{run_dir} holds no kept documents")
+    upload_folder(kept, f"{url}/{kept.name}")
+    return kept.name
+
+
+def rounds(server: S3Server, log: Path, tmp: Path, run_dir: Path, tok: Path, repeats: int) -> tuple[dict, dict]:
+    """Each build's (wall, CPU, server CPU) per round; each store build's requests (by key) in the last round."""
+    from common.storage import as_path
+
+    remote = as_path(f"s3://bench/run/{run_dir.name}")
+    copy_kept_documents(run_dir, str(remote))
+    times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in BUILDS}
+    sent: dict[str, Counter] = {}
+    for i in range(repeats):
+        for name in BUILDS[i % 3 :] + BUILDS[: i % 3]:
+            if name == "local":
+                times[name].append(mixture_once(run_dir, tok, tmp / f"mixture-{i}", server))
+                continue
+            offset = log.stat().st_size
+            out = Path(f"mixture-{i}-{'after' if name != 's3' else 'streamed'}")
+            times[name].append(mixture_once(remote, tok, out, server, upload_after=name != "s3"))
+            time.sleep(0.3)  # the server's last log lines
+            sent[name] = requests(log, offset, by_key=True)
+    return times, sent
+
+
+def report(times: dict, sent: dict, shards: int, by_key: bool) -> None:
+    print(f"{'build':18} {'wall s (median)':>16} {'CPU s build':>12} {'CPU s moto':>11}   wall s of each round")
+    for name in BUILDS:
+        walls, cpus, served = ([r[k] for r in times[name]] for k in range(3))
+        each = ", ".join(f"{t:.2f}" for t in walls)
+        print(f"{name:18} {median(walls):>16.3f} {median(cpus):>12.3f} {median(served):>11.3f}   {each}")
+    local = [r[0] for r in times["local"]]
+    for name in BUILDS[1:]:
+        walls = [r[0] for r in times[name]]
+        pairs = median(a / b for a, b in zip(local, walls, strict=True))
+        print(f"ratio {name} / local: {median(local) / median(walls):.2f}x (medians), {pairs:.2f}x (median of rounds)")
+    for name, keys in sent.items():
+        methods: Counter = Counter()
+        for key, count in keys.items():
+            methods[key.split(" ", 1)[0]] += count
+        total = sum(methods.values())
+        listed = ", ".join(f"{m} {n}" for m, n in methods.most_common())
+        print(f"requests, {name}: {total} ({listed}); {total / max(shards, 1):.2f} per shard ({shards} shards)")
+    if by_key:
+        for name, keys in sent.items():
+            print_by_key(f"{name}, the last round", keys)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = ArgumentParser(prog="python -m bench.object_store_mixture", description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=integer(1, 1000), default=7, help="rounds (default: 7)")
+    parser.add_argument("--input", choices=("sample", "pages"), default="pages", help="(bench.object_store's)")
+    parser.add_argument("--by-key", action="store_true", help="the requests by method and key, too")
+    args = parser.parse_args(argv)
+    load_before = load()
+    with tempfile.TemporaryDirectory(prefix="bench-s3mix-") as name:
+        tmp = Path(name)
+        warc = SAMPLE_WARC
+        if args.input == "pages":
+            from tests.support.shared_data import write_extraction_warc
+
+            warc = tmp / "pages.warc.gz"
+            write_extraction_warc(warc)
+        run_dir = curate_locally(warc, tmp / "local", tmp)
+        from mixtures.manifest import read_manifest
+        from tokenizer.train import train_tokenizer
+
+        tok = tmp / "tokenizer"
+        train_tokenizer([str(run_dir)], tok, vocab_size=4096, progress=False)
+        log = tmp / "moto.log"
+        server = S3Server(log=log).start()
+        try:
+            with server.use():
+                server.make_bucket("bench")
+                times, sent = rounds(server, log, tmp, run_dir, tok, args.repeats)
+        finally:
+            server.stop()
+        shards = len(read_manifest(tmp / "mixture-0", verify=False).files)
+    print(f"input: {args.input}; mixture: one epoch of the kept documents, {shards} shards; {args.repeats} rounds")
+    print(f"load average (1/5/15 min): {load_before} before, {load()} after; {os.cpu_count()} CPUs")
+    report(times, sent, shards, args.by_key)
+
+
+if __name__ == "__main__":
+    main()
