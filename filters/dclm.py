@@ -68,6 +68,7 @@ _ASCII_DIGITS = b"0123456789"
 _WORD_BOUNDARY = regex.compile(r"(?w)\b")
 _LEADING_QUOTES = "'\u2018\u2019"
 _NEWLINES = re.compile(r"\n{3,}")
+_BLANK_LINE = re.compile(r"^[^\S\n]+$", re.M)  # a line of whitespace only (``str.isspace``'s, as ``\s`` in re)
 _IPV4 = re.compile(
     r"\s{0,10}\b((https?|ftp)://)?(?:[0-2]?[0-9]{1,2}\.){3}[0-2]?[0-9]{1,2}[-a-zA-Z0-9()@:%_\+.~#?&//=]*"
 )
@@ -184,23 +185,35 @@ def _count_in_line(line: str, ascii_chars: bytes, test: str) -> int:
     return sum(map(getattr(str, test), line))
 
 
+def _all_digits(line: str) -> bool:
+    """DCLM's numeric-line test, digits / length > 0.999999: below a million characters that is every character
+    a digit, which ``str.isdigit`` answers in one C call (one character short gives at most 1 - 1e-6 - 1e-12)."""
+    if len(line) < 1_000_000:
+        return line.isdigit()
+    return _count_in_line(line, _ASCII_DIGITS, "isdigit") / len(line) > 0.999999
+
+
 def edit_lines(text: str) -> str:
     """DCLM's line edits in its order; "" when nothing is left (the page is then dropped)."""
     lines = text.split("\n")
     lines = [ln for ln in lines if not ln or _count_in_line(ln, _ASCII_UPPER, "isupper") / len(ln) <= 0.5]
     text = "\n".join(lines).strip()
     lines = text.split("\n")
-    lines = [ln for ln in lines if not ln or _count_in_line(ln, _ASCII_DIGITS, "isdigit") / len(ln) <= 0.999999]
+    lines = [ln for ln in lines if not ln or not _all_digits(ln)]
     text = "\n".join(lines).strip()
     if _MAY_HOLD_COUNTER.search(text):
         text = "\n".join(ln for ln in text.split("\n") if not _COUNTER_LINE.search(ln.lower()))
     text = text.strip()
     if not text:
         return ""
-    text = "\n".join(ln for ln in text.split("\n") if not ln or len(ln.split()) >= 2)
+    # a line of one word or none: split at most once (the count only matters up to two)
+    text = "\n".join(ln for ln in text.split("\n") if not ln or len(ln.split(None, 1)) >= 2)
+    blank_free = False  # no line is spaces only: true after any of the passes below, so they need not look again
     for stub, in_page in zip(_STUBS, _STUBS_IN_PAGE, strict=True):
         if not in_page.search(text):  # no line changes; blank lines (spaces only) go, as the loop below drops them
-            text = "\n".join(ln for ln in text.split("\n") if not ln or not ln.isspace()).strip()
+            if not blank_free and _BLANK_LINE.search(text):
+                text = "\n".join(ln for ln in text.split("\n") if not ln or not ln.isspace())
+            text, blank_free = text.strip(), True
             continue
         kept = []
         for line in text.split("\n"):
@@ -210,7 +223,7 @@ def edit_lines(text: str) -> str:
                     continue
                 line = edited
             kept.append(line)
-        text = "\n".join(kept).strip()
+        text, blank_free = "\n".join(kept).strip(), True  # a line the stub left as spaces only was dropped
     return text
 
 

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from common.sandbox import CpuTimedSandbox, SharedTextSandbox, _InBuffer, cpu_seconds, run_sandboxed
+from common.sandbox import CpuTimedSandbox, SharedTextSandbox, _InBuffer, cpu_seconds, known_utf8, run_sandboxed
+from curate.warc import decode_payload
 
 TEXTS = [
     "",
@@ -58,6 +59,21 @@ def test_payloads_through_the_buffer_carry_only_their_length(monkeypatch) -> Non
         assert sandbox.process_document("y" * 5000, echo) == "y" * 5000
     assert isinstance(sent[0], _InBuffer) and sent[0].size == 200
     assert sent[1] == "y" * 5000
+
+
+def test_a_page_the_reader_decoded_is_handed_over_in_the_bytes_it_decoded() -> None:
+    """The reader announces the UTF-8 bytes of each page it decodes; the hand-over copies them for that very
+    str object, and encodes any other text (an equal one built anew included) as before."""
+    with SharedTextSandbox(timeout=10.0, buffer_bytes=4096) as sandbox:
+        for text in [t for t in TEXTS if t.isascii() or "\ud800" not in t]:
+            page = decode_payload(text.encode())
+            assert page == text and sandbox.process_document(page, echo) == text
+        known_utf8("ab", b"xy")
+        assert sandbox.process_document("".join(["a", "b"]), echo) == "ab"
+        announced = "cd"
+        known_utf8(announced, b"zz")  # not its encoding: shows that the announced bytes are what the child reads
+        assert sandbox.process_document(announced, echo) == "zz"
+        assert sandbox.process_document(announced, echo) == "cd"  # once only
 
 
 def test_without_fork_the_text_goes_through_the_pipe(monkeypatch) -> None:
