@@ -1,6 +1,7 @@
 """Curation and mixture build into an S3 bucket against the same onto local disk, same input, side by side.
 
     python -m bench.object_store [--repeats 3] [--input sample|pages | --warcs WARC ...] [--by-key]
+                                 [--latency-ms N [--timeline FILE]]
 
 Starts moto's S3 server on 127.0.0.1 (``tests.support.s3_server``; the real s3fs / botocore client over
 HTTP), then runs ``python -m pipelines.run`` (curate + dedup + report, local executor) alternately with
@@ -18,6 +19,12 @@ file, dominate) or ``pages`` (the WARC ``bench.curate`` builds from the extracti
 documents and 36 MB, a size where one task's work starts to amortise them; a Common Crawl WARC holds ~30k).
 ``--by-key`` also prints the last ``s3://`` run's and mixture build's requests by method and key (digits folded),
 to see which look-ups a run still sends.
+
+``--latency-ms N``: a remote store instead of one on this machine. The ``s3://`` curation runs reach moto through
+``bench/latency_proxy.py``, which holds each request back N ms (a real bucket is 10-30 ms away; moto answers in
+1-2 ms), so the requests a run sends one after another add up as they would against a far store, and those sent
+together overlap. ``--timeline FILE`` writes the last ``s3://`` run's requests with the time each left, to see
+which ones wait on each other. The mixture build stays direct to moto.
 
 Then the chain's mixture step (``pipelines.chain``: one epoch of the run's kept documents, with a tokenizer
 trained once beforehand, untimed): built from the local run into a local folder, against built from the

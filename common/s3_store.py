@@ -16,7 +16,7 @@ questions whose answer the run already has:
   into concurrent range reads): ``small_read_options`` make it one GET (``common.storage.read_matching``).
 - botocore sends every PUT with a body as ``Expect: 100-continue``: the headers, then the body only once the
   store answered ``100 Continue``, a second round trip for each PUT (measured with ``bench.object_store
-  --latency-ms``: at 30 ms a stats file took 65 ms). A body of at most ``SMALL_BODY`` goes with its headers;
+  --latency-ms``: at 30 ms a stats file took ~70 ms). A body of at most ``SMALL_BODY`` goes with its headers;
   the store refusing it (rare: credentials, a redirect) costs sending it once in vain, not a round trip each.
 
 Reads, writes, listings and their consistency are s3fs's own; only these answers skip requests. And the
