@@ -1,6 +1,7 @@
 """Curation and mixture build into an S3 bucket against the same onto local disk, same input, side by side.
 
     python -m bench.object_store [--repeats 3] [--input sample|pages | --warcs WARC ...] [--by-key]
+                                 [--latency-ms N [--timeline FILE]]
 
 Starts moto's S3 server on 127.0.0.1 (``tests.support.s3_server``; the real s3fs / botocore client over
 HTTP), then runs ``python -m pipelines.run`` (curate + dedup + report, local executor) alternately with
@@ -18,6 +19,12 @@ file, dominate) or ``pages`` (the WARC ``bench.curate`` builds from the extracti
 documents and 36 MB, a size where one task's work starts to amortise them; a Common Crawl WARC holds ~30k).
 ``--by-key`` also prints the last ``s3://`` run's and mixture build's requests by method and key (digits folded),
 to see which look-ups a run still sends.
+
+``--latency-ms N``: a remote store instead of one on this machine. The ``s3://`` curation runs reach moto through
+``bench/latency_proxy.py``, which holds each request back N ms (a real bucket is 10-30 ms away; moto answers in
+1-2 ms), so the requests a run sends one after another add up as they would against a far store, and those sent
+together overlap. ``--timeline FILE`` writes the last ``s3://`` run's requests with the time each left, to see
+which ones wait on each other. The mixture build stays direct to moto.
 
 Then the chain's mixture step (``pipelines.chain``: one epoch of the run's kept documents, with a tokenizer
 trained once beforehand, untimed): built from the local run into a local folder, against built from the
@@ -39,7 +46,8 @@ from collections import Counter
 from pathlib import Path
 from statistics import median
 
-from common.cli import ArgumentParser
+from bench.latency_proxy import LatencyProxy
+from common.cli import ArgumentParser, real
 from pipelines.sample import SAMPLE_WARC
 from tests.support.s3_server import S3Server, subprocess_env
 
@@ -66,9 +74,12 @@ def server_cpu(server: S3Server) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-def run_once(server: S3Server, out: str, warcs: list[str], scratch: str) -> tuple[float, float, float, int]:
-    """Wall seconds, CPU seconds (the run's processes, the server's) and documents read of one ``pipelines.run``."""
-    env = subprocess_env(server, PYTHONPATH=str(REPO))
+def run_once(
+    server: S3Server, out: str, warcs: list[str], scratch: str, endpoint: str | None = None
+) -> tuple[float, float, float, int]:
+    """Wall seconds, CPU seconds (the run's processes, the server's) and documents read of one ``pipelines.run``
+    (its store requests sent to ``endpoint``: the latency proxy; default: the server)."""
+    env = subprocess_env(server, PYTHONPATH=str(REPO), **({"AWS_ENDPOINT_URL": endpoint} if endpoint else {}))
     cmd = [sys.executable, "-m", "pipelines.run", *warcs, "--dump", "bench", "--out", out, "--scratch", scratch]
     cpu, served, start = children_cpu(), server_cpu(server), time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
@@ -176,9 +187,24 @@ def main(argv: list[str] | None = None) -> None:
     given.add_argument("--input", choices=("sample", "pages"), default="sample", help="(see above; default: sample)")
     given.add_argument("--warcs", nargs="+", help="input WARC files instead")
     parser.add_argument("--by-key", action="store_true", help="the requests by method and key, too")
+    parser.add_argument(
+        "--latency-ms",
+        type=real(0, 10_000),
+        help="the s3:// curation runs reach the server through a proxy that gives each request a round trip of "
+        "this many ms (bench/latency_proxy.py: a remote store; the mixture build stays direct)",
+    )
+    parser.add_argument(
+        "--timeline",
+        type=Path,
+        help="with --latency-ms: write the last s3:// run's requests to this file, one a line: ms since its first "
+        "request, connection, request line (to see which ones go one after another)",
+    )
     args = parser.parse_args(argv)
+    if args.timeline is not None and args.latency_ms is None:
+        parser.error("--timeline needs --latency-ms (the proxy records the requests)")
     load_before = load()
     keyed: Counter = Counter()
+    timeline: list[tuple[float, int, str]] = []
     with tempfile.TemporaryDirectory(prefix="bench-s3-") as tmp:
         if args.warcs is None:
             args.warcs = [str(SAMPLE_WARC)]
@@ -189,6 +215,8 @@ def main(argv: list[str] | None = None) -> None:
                 write_extraction_warc(Path(args.warcs[0]))
         log = Path(tmp, "moto.log")
         server = S3Server(log=log).start()
+        proxy = LatencyProxy(server.port, args.latency_ms).start() if args.latency_ms is not None else None
+        endpoint = proxy.endpoint if proxy is not None else None
         try:
             with server.use():
                 server.make_bucket("bench")
@@ -197,25 +225,35 @@ def main(argv: list[str] | None = None) -> None:
                 for i in range(args.repeats):
                     for side in ("local", "s3") if i % 2 == 0 else ("s3", "local"):
                         out = str(Path(tmp, f"local-{i}")) if side == "local" else f"s3://bench/run-{i}"
-                        offset = log.stat().st_size
-                        runs[side].append(run_once(server, out, args.warcs, tmp))
+                        offset, sent_before = log.stat().st_size, len(proxy.sent) if proxy else 0
+                        runs[side].append(run_once(server, out, args.warcs, tmp, endpoint if side == "s3" else None))
                         if side == "s3":
                             time.sleep(0.5)  # the server's last log lines
                             per_run.append(requests(log, offset))
                             keyed = requests(log, offset, by_key=True) if args.by_key else Counter()
+                            timeline = proxy.sent[sent_before:] if proxy else []
                 mix_local, mix_remote, mix_sent = mixture_side_by_side(server, log, Path(tmp), args.repeats)
         finally:
+            if proxy is not None:
+                proxy.stop()
             server.stop()
+    if args.timeline is not None and timeline:
+        args.timeline.write_text(
+            "".join(f"{(t - timeline[0][0]) * 1000:9.1f} {c:6d} {line}\n" for t, c, line in timeline)
+        )
     local, remote = ([r[0] for r in runs[side]] for side in ("local", "s3"))
     docs = runs["s3"][-1][3]
     sent = per_run[-1]
     shape = f"{len(args.warcs)} WARC file(s), {docs} HTML documents"
     print(f"input: {shape}; {args.repeats} pairs, {os.cpu_count()} CPUs")
+    if args.latency_ms is not None:
+        print(f"s3:// curation runs through a proxy adding {args.latency_ms:g} ms a request (a remote store)")
     print(f"load average (1/5/15 min): {load_before} before, {load()} after")
     print("CPU s: the run's processes, and the S3 server's (moto, on the same cores; a real store's is not)")
     header = f"{'out':10} {'wall s (median)':>16} {'docs/s':>8} {'CPU s run':>10} {'CPU s server':>13}"
     print(f"{header}   wall s of each run")
-    for name, side in (("local", "local"), ("s3 (moto)", "s3")):
+    remote_name = "s3 (moto)" if args.latency_ms is None else f"s3 +{args.latency_ms:g}ms"
+    for name, side in (("local", "local"), (remote_name, "s3")):
         times, cpus, served = ([r[k] for r in runs[side]] for k in range(3))
         each = ", ".join(f"{t:.1f}" for t in times)
         cpu = f"{median(cpus):>10.1f} {median(served):>13.1f}"

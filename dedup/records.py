@@ -14,7 +14,8 @@ from __future__ import annotations
 import contextlib
 import io
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO
 
@@ -113,6 +114,20 @@ class RecordWriter:
             self.abort()
         elif not self.committed:
             self.commit()
+
+
+def commit_all(writers: Sequence[RecordWriter], extra: int = 0) -> None:
+    """Commit every writer (the same ``extra`` each). On an object store each commit is an upload, sent
+    together (one after another they were a round trip each: a signature task's 14 bands, 0.5 s at 30 ms a
+    request, ``bench.object_store --latency-ms 30``); each object still appears only once complete, and this
+    returns only once all are (the first failure raised), so what the task writes after them comes after."""
+    if len(writers) < 2 or not any(w.direct for w in writers):
+        for writer in writers:
+            writer.commit(extra=extra)
+        return
+    with ThreadPoolExecutor(min(len(writers), 16), thread_name_prefix="commit") as pool:
+        for done in [pool.submit(w.commit, extra) for w in writers]:
+            done.result()
 
 
 @dataclass

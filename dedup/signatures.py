@@ -17,7 +17,7 @@ from datatrove.utils.logging import logger
 from dedup.config import DedupConfig
 from dedup.formats import SIG_KIND, SIGNATURE, signature_path
 from dedup.keys import make_keyer, n_bands
-from dedup.records import Header, RecordWriter, is_valid
+from dedup.records import Header, RecordWriter, commit_all, is_valid
 
 
 class DedupSignatures(PipelineStep):
@@ -81,5 +81,4 @@ class DedupSignatures(PipelineStep):
             raise
         if n_docs >= 1 << 32:
             raise ValueError(f"rank {rank} read {n_docs} documents; at most 2^32 per task are supported")
-        for writer in writers:
-            writer.commit(extra=n_docs)
+        commit_all(writers, extra=n_docs)

@@ -15,7 +15,7 @@ from pathlib import Path
 from common.bounded_input import MAX_DATA_BYTES, read_json_bounded
 from common.documents import open_parquet
 from common.run_dir import CURATED, PREVIOUSLY, kept_documents_dir
-from common.storage import as_path
+from common.storage import as_path, files_by_folder, is_remote
 from dedup.pipeline import DedupLayout
 from filters.decontamination import REASON as CONTAMINATED
 from pipelines.layout import RunLayout
@@ -43,7 +43,7 @@ def contamination_reasons(reasons: dict[str, int], counters: dict) -> dict[str, 
     if CONTAMINATED not in reasons:
         return reasons
     prefix = f"{CONTAMINATED}_"
-    per_set = {f"{CONTAMINATED}[{k[len(prefix):]}]": int(v) for k, v in counters.items() if k.startswith(prefix)}
+    per_set = {f"{CONTAMINATED}[{k[len(prefix) :]}]": int(v) for k, v in counters.items() if k.startswith(prefix)}
     if sum(per_set.values()) != reasons[CONTAMINATED]:
         return reasons
     return {**{k: v for k, v in reasons.items() if k != CONTAMINATED}, **per_set}
@@ -140,17 +140,25 @@ def disk_reasons(docset: DocSet) -> Counter:
     return counts
 
 
-def _removed_sets(layout: RunLayout, steps: list[Step]) -> list[DocSet]:
-    root = layout.removed_root
+def _removed_files(root: Path) -> dict[str, list[Path]]:
+    """The parquet files of each folder of ``removed/``, by folder name. On a store one listing of the tree
+    (an existence test, a listing, a folder test and a glob per folder were ~25 round trips one after
+    another: 0.8 s at 30 ms a request, ``bench.object_store --latency-ms 30``); a store has no empty folders."""
+    if is_remote(root):
+        grouped = files_by_folder(root)
+        return {d: [root / f for f in files if f.endswith(".parquet")] for d, files in sorted(grouped.items())}
     dirs = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.exists() else []
+    return {name: sorted((root / name).glob("*.parquet")) for name in dirs}
+
+
+def _removed_sets(layout: RunLayout, steps: list[Step]) -> list[DocSet]:
     ids = [s.name for s in steps]
     sets = []
-    for name in dirs:
+    for name, files in _removed_files(layout.removed_root).items():
         owner = FOLDER_STEP.get(name, name)
         index = ids.index(owner) if owner in ids else None
         if index is not None:
             steps[index].removed_dirs.append(name)
-        files = sorted((root / name).glob("*.parquet"))
         sets.append(DocSet(name, name, files, index, DEFAULT_REASON.get(name)))
     return sorted(sets, key=lambda s: (s.step if s.step is not None else len(steps), s.key))
 

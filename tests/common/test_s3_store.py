@@ -123,3 +123,27 @@ def test_a_run_s_kept_documents_come_down_by_a_listing_and_a_get_each(s3, tmp_pa
     fs.rm("kept/run/curated", recursive=True)
     assert download_kept_documents("s3://kept/run", tmp_path / "c") is None
     assert not (tmp_path / "c").exists()
+
+
+def test_a_small_put_sends_its_body_at_once_a_big_one_waits_for_100_continue(
+    s3,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """botocore asks ``Expect: 100-continue`` of every PUT: a second round trip each, against a remote store.
+    Seen through the bench's proxy (it notes a body that left only after the server's interim answer)."""
+    from bench.latency_proxy import LatencyProxy
+    from common import s3_store
+    from tests.support.s3_server import clear_clients
+
+    s3.make_bucket("bodies")
+    monkeypatch.setattr(s3_store, "SMALL_BODY", 1024)  # the threshold, without uploading 8 MiB
+    with LatencyProxy(s3.port, 0) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        clear_clients()
+        fs, _ = filesystem("s3://bodies/run")
+        fs.pipe_file("bodies/run/small", b"x" * 1024)
+        fs.pipe_file("bodies/run/big", b"x" * 1025)
+        lines = [line for _, _, line in proxy.sent]
+        assert fs.cat_file("bodies/run/small") == b"x" * 1024 and fs.cat_file("bodies/run/big") == b"x" * 1025
+    clear_clients()
+    assert lines == ["PUT /bodies/run/small HTTP/1.1", "PUT /bodies/run/big HTTP/1.1", "(body after 100 Continue)"]
