@@ -45,9 +45,7 @@ def waits_in_pipe_write(fifo: Path, proc: Path) -> bool:
     wchan = (proc / "wchan").read_text()
     if wchan not in ("", "0"):
         return wchan.endswith("pipe_write")
-    state = (proc / "stat").read_text()
-    syscall = (proc / "syscall").read_text().split()
-    return state[state.rindex(")") + 2] == "S" and bool(syscall) and syscall[0] in ("1", "64")  # x86-64, arm64
+    return _asleep_in(proc, ("1", "64"))  # write on x86-64, on arm64
 
 
 def waits_in_fifo_open(proc: Path) -> bool:
@@ -56,10 +54,15 @@ def waits_in_fifo_open(proc: Path) -> bool:
     wchan = (proc / "wchan").read_text()
     if wchan not in ("", "0"):
         return wchan == "wait_for_partner"
+    return _asleep_in(proc, ("2", "257", "56"))  # open and openat on x86-64, openat on arm64
+
+
+def _asleep_in(proc: Path, syscalls: tuple[str, ...]) -> bool:
+    """Whether the process sleeps (state S) inside one of ``syscalls`` (their numbers): the test where a kernel
+    does not name its wait channel."""
     state = (proc / "stat").read_text()
     syscall = (proc / "syscall").read_text().split()
-    opening = ("2", "257", "56")  # open and openat on x86-64, openat on arm64
-    return state[state.rindex(")") + 2] == "S" and bool(syscall) and syscall[0] in opening
+    return state[state.rindex(")") + 2] == "S" and bool(syscall) and syscall[0] in syscalls
 
 
 def held_process(
