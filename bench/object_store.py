@@ -202,6 +202,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.timeline is not None and args.latency_ms is None:
         parser.error("--timeline needs --latency-ms (the proxy records the requests)")
+    if args.timeline is not None and (args.timeline.is_dir() or not args.timeline.parent.is_dir()):
+        parser.error(f"--timeline {args.timeline}: not a file in an existing folder (checked before the runs)")
     load_before = load()
     keyed: Counter = Counter()
     timeline: list[tuple[float, int, str]] = []
