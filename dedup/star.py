@@ -39,7 +39,8 @@ import argparse
 import contextlib
 import json
 import math
-from collections.abc import Iterator
+import posixpath
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -236,7 +237,9 @@ class RoutedWriter:
                 if self.staged is not self.folder:  # now, in order: the receipt must come after every file
                     fs, key = filesystem(self.folder.resolve_paths(w.path))
                     fs.put_file(self.staged.resolve_paths(w.path), key)
-            write_receipt(self.folder, receipt_path(self.directory, self.src), {**receipt, "records": self.records})
+            files = {w.path: w.size for w in self.writers}  # what the next stage checks before it reads them
+            receipt = {**receipt, "records": self.records, "files": files}
+            write_receipt(self.folder, receipt_path(self.directory, self.src), receipt)
 
     def abort(self) -> None:
         with self._scratch:
@@ -266,15 +269,16 @@ def write_receipt(folder: DataFolder, path: str, receipt: dict) -> None:
     folder.mv(path + ".tmp", path)
 
 
+def read_receipt(folder: DataFolder, directory: str, src: int) -> dict:
+    path = receipt_path(directory, src)
+    if not folder.exists(path):
+        raise CorruptFileError(f"{folder.resolve_paths(path)}: missing (did a cluster task fail?)")
+    with folder.open(path, "rt") as f:
+        return json.load(f)
+
+
 def read_receipts(folder: DataFolder, directory: str, tasks: int) -> list[dict]:
-    receipts = []
-    for src in range(tasks):
-        path = receipt_path(directory, src)
-        if not folder.exists(path):
-            raise CorruptFileError(f"{folder.resolve_paths(path)}: missing (did a cluster task fail?)")
-        with folder.open(path, "rt") as f:
-            receipts.append(json.load(f))
-    return receipts
+    return [read_receipt(folder, directory, src) for src in range(tasks)]
 
 
 def incoming(
@@ -350,6 +354,8 @@ class _ClusterTask(PipelineStep):
         self.buffer_records = buffer_records_for(config.cluster_memory_mb)
 
     directory = ""
+    # the files this stage reads (the previous stage's directory, their kind and records); None: the band pairs
+    source: tuple[str, bytes, np.dtype] | None = None
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
         if world_size != self.tasks:
@@ -365,10 +371,17 @@ class _ClusterTask(PipelineStep):
     def writer(self, rank: int, kind: bytes = EDGE_KIND, dtype: np.dtype = KEYED) -> RoutedWriter:
         return RoutedWriter(self.output_folder, self.directory, rank, self.tasks, self.fingerprint, kind, dtype)
 
-    def sorted_input(
-        self, directory: str, rank: int, kind: bytes = EDGE_KIND, dtype: np.dtype = KEYED, order: tuple = BY_PAIR
-    ) -> Iterator[np.ndarray]:
-        files = incoming(self.output_folder, directory, rank, self.tasks, self.fingerprint, kind, dtype)
+    def inputs(self, rank: int) -> list[RecordFile]:
+        """Task ``rank``'s input files, validated (header, footer, size): a ``CorruptFileError`` names the first
+        one missing or cut short."""
+        assert self.source is not None
+        directory, kind, dtype = self.source
+        return incoming(self.output_folder, directory, rank, self.tasks, self.fingerprint, kind, dtype)
+
+    def sorted_input(self, rank: int, order: tuple = BY_PAIR) -> Iterator[np.ndarray]:
+        files = self.inputs(rank)
+        assert self.source is not None
+        dtype = self.source[2]
         with spill_space(self.output_folder) as space:
             sorter = ExternalSorter(
                 space, f"{self.directory}/{rank:05d}.runs", self.fingerprint, self.buffer_records, dtype=dtype,
@@ -397,16 +410,23 @@ class ClusterRoute(_ClusterTask):
     name = "🎯 clusters: route"
     directory = pass_dir(0)
 
-    def process(self, rank: int) -> None:
+    def inputs(self, rank: int) -> list[RecordFile]:
         bands = n_bands(self.config, self.kind)
+        return [
+            band_pairs(self.pairs_folder, self.signatures_folder, band, bands, self.fingerprint)
+            for band in range(rank, bands, self.tasks)
+        ]
+
+    def process(self, rank: int) -> None:
+        pairs = 0
         with self.writer(rank) as out:
-            for band in range(rank, bands, self.tasks):
-                pairs = band_pairs(self.pairs_folder, self.signatures_folder, band, bands, self.fingerprint)
-                for block in pairs.blocks(max(1024, self.buffer_records // 4)):
+            for band_file in self.inputs(rank):
+                for block in band_file.blocks(max(1024, self.buffer_records // 4)):
                     both = np.concatenate([_edges(block["a"], block["b"]), _edges(block["b"], block["a"])])
                     out.write(both, hash_part(both["key"], self.tasks))
                     self.stat_update("pairs", value=len(block))
-            out.commit({"changes": -1})
+                    pairs += len(block)
+            out.commit({"changes": -1, "pairs": pairs})  # the summary's count of duplicate pairs read
 
 
 class StarPass(_ClusterTask):
@@ -417,13 +437,14 @@ class StarPass(_ClusterTask):
         self.index = index
         self.large = index % 2 == 1
         self.directory = pass_dir(index)
+        self.source = (pass_dir(index - 1), EDGE_KIND, KEYED)
         self.name = f"🎯 clusters: {'large' if self.large else 'small'}-star {index}"
 
     def process(self, rank: int) -> None:
         changes = 0
         groups = _Groups()
         with self.writer(rank) as out:
-            for block in self.sorted_input(pass_dir(self.index - 1), rank):
+            for block in self.sorted_input(rank):
                 block, starts, first = groups.feed(block)
                 key, node = block["key"], block["node"]
                 if self.large:  # neighbours above u go to m = min(u, smallest neighbour)
@@ -451,13 +472,14 @@ class ClusterSizes(_ClusterTask):
     def __init__(self, *args: object, last_pass: int, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.last_pass = last_pass
+        self.source = (pass_dir(last_pass), EDGE_KIND, KEYED)
 
     def process(self, rank: int) -> None:
         world = len(self.docs_per_rank())
         roots = np.zeros(self.tasks, dtype=np.int64)
         groups = _Groups()
         with self.writer(rank) as out:
-            for block in self.sorted_input(pass_dir(self.last_pass), rank):
+            for block in self.sorted_input(rank):
                 block = block[block["key"] < block["node"]]
                 block, starts, _ = groups.feed(block)
                 dests = range_part(block["key"], world, self.tasks)
@@ -471,6 +493,7 @@ class ClusterNumbers(_ClusterTask):
 
     name = "🎯 clusters: number"
     directory = f"{WORK}/labels"
+    source = (ClusterSizes.directory, EDGE_KIND, KEYED)
 
     def process(self, rank: int) -> None:
         world = len(self.docs_per_rank())
@@ -497,7 +520,7 @@ class ClusterNumbers(_ClusterTask):
 
         with self.writer(rank, LABEL_KIND, CLUSTER_TABLE) as out:
             groups = _Groups()
-            for block in self.sorted_input(ClusterSizes.directory, rank):
+            for block in self.sorted_input(rank):
                 block, _, _ = groups.feed(block)
                 if not len(block):
                     continue
@@ -527,12 +550,18 @@ class ClusterWrite(_ClusterTask):
 
     name = "🎯 clusters: write"
     directory = f"{WORK}/written"
+    source = (ClusterNumbers.directory, LABEL_KIND, CLUSTER_TABLE)
 
     def process(self, rank: int) -> None:
         counts = self.docs_per_rank()
         world = len(counts)
         ranks = rank_range(rank, world, self.tasks)
         writer: RecordWriter | None = None
+        files: dict[str, int] = {}  # each committed file's size, for its receipt
+
+        def seal(w: RecordWriter) -> None:
+            w.commit(extra=counts[w.header.rank])
+            files[w.path] = w.size
 
         def file_of(r: int) -> RecordWriter:
             """The open file of rank ``r``: the files of the ranks before it committed (empty when no record)."""
@@ -541,14 +570,14 @@ class ClusterWrite(_ClusterTask):
                 raise CorruptFileError(f"labels of rank {r} out of order in cluster write task {rank} ({ranks})")
             while writer is None or writer.header.rank < r:
                 if writer is not None:
-                    writer.commit(extra=counts[writer.header.rank])
+                    seal(writer)
                 nxt = ranks.start if writer is None else writer.header.rank + 1
                 header = Header(CLUSTER_KIND, self.fingerprint, nxt, world, CLUSTER.itemsize)
                 writer = RecordWriter(self.output_folder, clusters_path(nxt), header)
             return writer
 
         try:
-            for block in self.sorted_input(ClusterNumbers.directory, rank, LABEL_KIND, CLUSTER_TABLE, ("node",)):
+            for block in self.sorted_input(rank, ("node",)):
                 if not len(block):
                     continue
                 doc_rank = node_rank(block["node"])
@@ -561,8 +590,9 @@ class ClusterWrite(_ClusterTask):
                         records[field] = part[field]
                     file_of(int(doc_rank[start])).write(records)
             if ranks:
-                file_of(ranks.stop - 1).commit(extra=counts[ranks.stop - 1])
-            write_receipt(self.output_folder, receipt_path(self.directory, rank), {"ranks": [ranks.start, ranks.stop]})
+                seal(file_of(ranks.stop - 1))
+            receipt = {"ranks": [ranks.start, ranks.stop], "files": files}
+            write_receipt(self.output_folder, receipt_path(self.directory, rank), receipt)
         except BaseException:
             if writer is not None and not writer.committed:
                 writer.abort()
@@ -585,6 +615,8 @@ class ClusterSummary(DedupClusters):
             logger.info("clusters already complete, skipping")
             return
         receipts = read_receipts(self.output_folder, ClusterNumbers.directory, self.tasks)
+        # the single task's counter: every band's duplicate pairs read (the route tasks read each band once)
+        pairs = sum(r["pairs"] for r in read_receipts(self.output_folder, ClusterRoute.directory, self.tasks))
         for r in range(len(counts)):
             open_records(self.output_folder, clusters_path(r), CLUSTER_KIND, self.fingerprint, CLUSTER, r, len(counts))
         hist: dict[int, int] = {}
@@ -592,6 +624,7 @@ class ClusterSummary(DedupClusters):
             for size, n in receipt["histogram"].items():
                 hist[int(size)] = hist.get(int(size), 0) + n
         summary = cluster_summary(self.kind, sum(counts), sum(r["in_clusters"] for r in receipts), hist)
+        self.stat_update("pairs", value=pairs)
         self.write_summary(summary)
         if self.output_folder.exists(WORK):
             self.output_folder.rm(WORK, recursive=True)
@@ -613,6 +646,80 @@ def converged(output_folder: DataFolder, index: int, tasks: int) -> bool:
     )
 
 
+Stage = tuple[str, list[PipelineStep], int]
+Rerun = Callable[[str, int], None]
+
+
+def drop_completions(logging_dir_of: Callable[[str], DataFolderLike]) -> Rerun:
+    """``cluster_stages``' ``rerun`` for a driver whose stage ``name`` logs under ``logging_dir_of(name)``: drops
+    the task's datatrove completion marker, so that the executor runs the task when the stage runs again."""
+
+    def drop(stage: str, rank: int) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            get_datafolder(logging_dir_of(stage)).rm_file(f"completions/{rank:05d}")
+
+    return drop
+
+
+def damaged_tasks(folder: DataFolder, directory: str, tasks: int) -> dict[int, str]:
+    """The tasks of a finished stage with a committed file cut short or gone since their receipt was written (a
+    disk fault, an object truncated on the store), or their receipt gone, each with what is wrong. A listing of
+    the stage's folder and its receipts read (side by side on a store), which record each file's size; the readers
+    still check every file whole."""
+    listed = folder.find(directory, detail=True)  # the receipts and the routed files
+    found = {src: f"{folder.resolve_paths(receipt_path(directory, src))}: missing" for src in range(tasks)}
+    present = [src for src in range(tasks) if receipt_path(directory, src) in listed]
+    for src in present:
+        del found[src]
+
+    def files_of(src: int) -> dict[str, int]:
+        return json.loads(folder.cat_file(receipt_path(directory, src))).get("files", {})
+
+    threads = 1 if folder.is_local() else min(len(present), 16)
+    with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="receipts") as pool:
+        sizes = dict(zip(present, pool.map(files_of, present), strict=True))
+    files = {path: (src, size) for src, of_src in sizes.items() for path, size in of_src.items()}
+    for elsewhere in {posixpath.dirname(path) for path in files if not path.startswith(directory + "/")}:
+        listed |= folder.find(elsewhere, maxdepth=1, detail=True)  # the write stage's cluster files, at the top
+    for path, (src, size) in files.items():
+        now = listed.get(path, {}).get("size")
+        if now != size and src not in found:
+            where = folder.resolve_paths(path)
+            found[src] = f"{where}: missing" if now is None else f"{where}: {now} bytes, its receipt says {size}"
+    return found
+
+
+def repaired(
+    folder: DataFolder, written: Stage, reader: str | None, tasks: int, rerun: Rerun | None
+) -> Iterator[Stage]:
+    """Before the stage whose receipts go to ``reader`` (None: the summary) runs, unless it is done: the tasks of
+    the stage before (``written``) whose files were cut short or lost since their receipts are run again (their
+    receipts and completion markers dropped, the stage yielded again). Without ``rerun``, or when such a task's
+    own inputs are gone, nothing is yielded: the reader stops on the file with its one-line error."""
+    if rerun is None:
+        return
+    if reader is not None:
+        done = folder.find(reader, maxdepth=1)
+        if all(receipt_path(reader, r) in done for r in range(tasks)):
+            return
+    name, (step,), _ = written
+    assert isinstance(step, _ClusterTask)
+    damaged = damaged_tasks(folder, step.directory, tasks)
+    for src, problem in damaged.items():
+        try:
+            step.inputs(src)
+        except CorruptFileError as gone:
+            logger.warning(f"{problem}; {name} task {src} cannot run again: {gone}")
+            return
+    for src, problem in damaged.items():
+        logger.warning(f"{problem}: {name} task {src} runs again")
+        with contextlib.suppress(FileNotFoundError):  # gone already when that is what was wrong
+            folder.rm_file(receipt_path(step.directory, src))
+        rerun(name, src)
+    if damaged:
+        yield written  # once: a file damaged again is left to the reader's error
+
+
 def cluster_stages(
     prefix: str,
     pairs_folder: str,
@@ -620,9 +727,12 @@ def cluster_stages(
     output_folder: str,
     config: DedupConfig,
     kind: str,
-) -> Iterator[tuple[str, list[PipelineStep], int]]:
+    rerun: Rerun | None = None,
+) -> Iterator[Stage]:
     """The cluster stage(s), yielded one by one: each pass is decided after the one before has run.
-    The single task when ``plan_clusters`` says so (also when the pairs are not written yet)."""
+    The single task when ``plan_clusters`` says so (also when the pairs are not written yet).
+    ``rerun(stage, rank)``: drops a task's completion marker (``drop_completions``), so that a task whose file was
+    damaged after it finished is run again (``repaired``); without it, the next stage stops on that file."""
     args = (pairs_folder, signatures_folder, output_folder, config, kind)
     pairs = count_pairs(pairs_folder, config, kind)
     plan = plan_clusters(pairs or 0, config)
@@ -635,20 +745,30 @@ def cluster_stages(
     if summary.complete(docs_per_rank(summary.signatures_folder, summary.signature_fingerprint)):
         yield f"{prefix}_clusters", [summary], 1
         return
-    yield f"{prefix}_clusters_route", [ClusterRoute(*args, tasks)], tasks
-    index = 1
+    route: Stage = (f"{prefix}_clusters_route", [ClusterRoute(*args, tasks)], tasks)
+    yield route
+    written, index = route, 1
     while True:
-        yield f"{prefix}_clusters_pass_{index:03d}", [StarPass(*args, tasks, index=index)], tasks
+        current: Stage = (f"{prefix}_clusters_pass_{index:03d}", [StarPass(*args, tasks, index=index)], tasks)
+        yield from repaired(out, written, pass_dir(index), tasks, rerun)
+        yield current
         if index >= 3 and out.exists(pass_dir(index - 2)):  # its receipts stay; its edges are read no more
             for dst in range(tasks):
                 if out.exists(f"{pass_dir(index - 2)}/{dst:05d}"):
                     out.rm(f"{pass_dir(index - 2)}/{dst:05d}", recursive=True)
+        written = current
         if index % 2 == 0 and converged(out, index, tasks):
             break
         index += 1
         if index > MAX_PASSES:
             raise RuntimeError(f"{output_folder}: clusters did not converge in {MAX_PASSES} passes")
-    yield f"{prefix}_clusters_sizes", [ClusterSizes(*args, tasks, last_pass=index)], tasks
-    yield f"{prefix}_clusters_number", [ClusterNumbers(*args, tasks)], tasks
-    yield f"{prefix}_clusters_write", [ClusterWrite(*args, tasks)], tasks
+    for name, step in (
+        ("sizes", ClusterSizes(*args, tasks, last_pass=index)),
+        ("number", ClusterNumbers(*args, tasks)),
+        ("write", ClusterWrite(*args, tasks)),
+    ):
+        yield from repaired(out, written, step.directory, tasks, rerun)
+        written = (f"{prefix}_clusters_{name}", [step], tasks)
+        yield written
+    yield from repaired(out, written, None, tasks, rerun)
     yield f"{prefix}_clusters", [summary], 1
