@@ -43,6 +43,7 @@ import posixpath
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from datatrove.data import DocumentsPipeline
@@ -76,6 +77,7 @@ LABEL_KIND = b"LABL"
 WORK = "work"
 BY_PAIR = ("key", "node")
 MAX_PASSES = 200
+T, R = TypeVar("T"), TypeVar("R")
 
 # Memory model of one pass task (measured with bench.dedup_cluster_scale, see dedup/README.md):
 # the interpreter with numpy + datatrove, plus ~80 bytes per record of sort buffer (the buffer, its
@@ -175,12 +177,17 @@ def count_pairs(pairs_folder: DataFolderLike, config: DedupConfig, kind: str) ->
             return None
         return found.n_records
 
-    if folder.is_local():
-        counts = [pairs_of(band) for band in range(bands)]
-    else:  # a GET each on a store: sent together (one after another: 14 round trips before the stage starts)
-        with ThreadPoolExecutor(min(bands, 16), thread_name_prefix="pairs") as pool:
-            counts = list(pool.map(pairs_of, range(bands)))
+    # a GET each on a store: sent together (one after another: 14 round trips before the stage starts)
+    counts = side_by_side(folder, pairs_of, list(range(bands)))
     return None if None in counts else sum(counts)
+
+
+def side_by_side(folder: DataFolder, fn: Callable[[T], R], items: list[T]) -> list[R]:
+    """``fn`` over ``items``: one after another on a local disk, side by side on a store (a round trip each)."""
+    if folder.is_local() or len(items) < 2:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(min(len(items), 16), thread_name_prefix="store") as pool:
+        return list(pool.map(fn, items))
 
 
 def hash_part(nodes: np.ndarray, tasks: int) -> np.ndarray:
@@ -270,15 +277,24 @@ def write_receipt(folder: DataFolder, path: str, receipt: dict) -> None:
 
 
 def read_receipt(folder: DataFolder, directory: str, src: int) -> dict:
+    """One GET on a store (a look-up, then an open, were two or three requests)."""
     path = receipt_path(directory, src)
-    if not folder.exists(path):
-        raise CorruptFileError(f"{folder.resolve_paths(path)}: missing (did a cluster task fail?)")
-    with folder.open(path, "rt") as f:
-        return json.load(f)
+    try:
+        return json.loads(folder.cat_file(path))
+    except FileNotFoundError:
+        raise CorruptFileError(f"{folder.resolve_paths(path)}: missing (did a cluster task fail?)") from None
 
 
-def read_receipts(folder: DataFolder, directory: str, tasks: int) -> list[dict]:
-    return [read_receipt(folder, directory, src) for src in range(tasks)]
+def read_receipts(folder: DataFolder, directory: str, tasks: int | list[int]) -> list[dict]:
+    """The receipts of tasks ``range(tasks)`` (or of those listed), side by side on a store."""
+    srcs = range(tasks) if isinstance(tasks, int) else tasks
+    return side_by_side(folder, lambda src: read_receipt(folder, directory, src), list(srcs))
+
+
+def finished(folder: DataFolder, directory: str, tasks: int) -> set[int]:
+    """The tasks of a stage with a receipt: one listing."""
+    listed = folder.find(directory, maxdepth=1)
+    return {src for src in range(tasks) if receipt_path(directory, src) in listed}
 
 
 def incoming(
@@ -661,24 +677,18 @@ def drop_completions(logging_dir_of: Callable[[str], DataFolderLike]) -> Rerun:
     return drop
 
 
-def damaged_tasks(folder: DataFolder, directory: str, tasks: int) -> dict[int, str]:
-    """The tasks of a finished stage with a committed file cut short or gone since their receipt was written (a
-    disk fault, an object truncated on the store), or their receipt gone, each with what is wrong. A listing of
-    the stage's folder and its receipts read (side by side on a store), which record each file's size; the readers
-    still check every file whole."""
+def damaged_tasks(folder: DataFolder, directory: str, srcs: set[int]) -> dict[int, str]:
+    """Which of tasks ``srcs`` of a finished stage have a committed file cut short or gone since their receipt was
+    written (a disk fault, an object truncated on the store), or their receipt gone, each with what is wrong: a
+    listing of the stage's folder and their receipts, which record each file's size (the readers still check every
+    file whole)."""
     listed = folder.find(directory, detail=True)  # the receipts and the routed files
-    found = {src: f"{folder.resolve_paths(receipt_path(directory, src))}: missing" for src in range(tasks)}
-    present = [src for src in range(tasks) if receipt_path(directory, src) in listed]
-    for src in present:
+    found = {src: f"{folder.resolve_paths(receipt_path(directory, src))}: missing" for src in srcs}
+    present = sorted(src for src in srcs if receipt_path(directory, src) in listed)
+    files: dict[str, tuple[int, int]] = {}
+    for src, receipt in zip(present, read_receipts(folder, directory, present), strict=True):
         del found[src]
-
-    def files_of(src: int) -> dict[str, int]:
-        return json.loads(folder.cat_file(receipt_path(directory, src))).get("files", {})
-
-    threads = 1 if folder.is_local() else min(len(present), 16)
-    with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="receipts") as pool:
-        sizes = dict(zip(present, pool.map(files_of, present), strict=True))
-    files = {path: (src, size) for src, of_src in sizes.items() for path, size in of_src.items()}
+        files.update({path: (src, size) for path, size in receipt.get("files", {}).items()})
     for elsewhere in {posixpath.dirname(path) for path in files if not path.startswith(directory + "/")}:
         listed |= folder.find(elsewhere, maxdepth=1, detail=True)  # the write stage's cluster files, at the top
     for path, (src, size) in files.items():
@@ -689,22 +699,25 @@ def damaged_tasks(folder: DataFolder, directory: str, tasks: int) -> dict[int, s
     return found
 
 
-def repaired(
-    folder: DataFolder, written: Stage, reader: str | None, tasks: int, rerun: Rerun | None
-) -> Iterator[Stage]:
-    """Before the stage whose receipts go to ``reader`` (None: the summary) runs, unless it is done: the tasks of
-    the stage before (``written``) whose files were cut short or lost since their receipts are run again (their
-    receipts and completion markers dropped, the stage yielded again). Without ``rerun``, or when such a task's
-    own inputs are gone, nothing is yielded: the reader stops on the file with its one-line error."""
-    if rerun is None:
+@dataclass
+class _Ran:
+    """A stage the driver yielded, and which of its tasks had finished before (in an earlier run)."""
+
+    stage: Stage
+    finished_before: set[int]
+
+
+def repaired(folder: DataFolder, written: _Ran, reader_done: bool, rerun: Rerun | None) -> Iterator[Stage]:
+    """Before the next stage runs, unless it is done: the tasks of the stage before (``written``) that had finished
+    in an earlier run (those that ran now wrote their files just now) and whose files were cut short or lost since
+    their receipts are run again: their receipts and completion markers dropped, the stage yielded again. Without
+    ``rerun``, or when such a task's own inputs are gone, nothing is yielded: the next stage stops on the file, with
+    its one-line error."""
+    if rerun is None or reader_done or not written.finished_before:
         return
-    if reader is not None:
-        done = folder.find(reader, maxdepth=1)
-        if all(receipt_path(reader, r) in done for r in range(tasks)):
-            return
-    name, (step,), _ = written
+    name, (step,), _ = written.stage
     assert isinstance(step, _ClusterTask)
-    damaged = damaged_tasks(folder, step.directory, tasks)
+    damaged = damaged_tasks(folder, step.directory, written.finished_before)
     for src, problem in damaged.items():
         try:
             step.inputs(src)
@@ -717,7 +730,7 @@ def repaired(
             folder.rm_file(receipt_path(step.directory, src))
         rerun(name, src)
     if damaged:
-        yield written  # once: a file damaged again is left to the reader's error
+        yield written.stage  # once: a file damaged again is left to the next stage's error
 
 
 def cluster_stages(
@@ -745,13 +758,20 @@ def cluster_stages(
     if summary.complete(docs_per_rank(summary.signatures_folder, summary.signature_fingerprint)):
         yield f"{prefix}_clusters", [summary], 1
         return
-    route: Stage = (f"{prefix}_clusters_route", [ClusterRoute(*args, tasks)], tasks)
-    yield route
-    written, index = route, 1
+
+    def ran(stage: Stage) -> _Ran:
+        """``stage``, with its tasks that have finished before it runs (looked up only when it matters)."""
+        step = stage[1][0]
+        assert isinstance(step, _ClusterTask)
+        return _Ran(stage, finished(out, step.directory, tasks) if rerun is not None else set())
+
+    written = ran((f"{prefix}_clusters_route", [ClusterRoute(*args, tasks)], tasks))
+    yield written.stage
+    index = 1
     while True:
-        current: Stage = (f"{prefix}_clusters_pass_{index:03d}", [StarPass(*args, tasks, index=index)], tasks)
-        yield from repaired(out, written, pass_dir(index), tasks, rerun)
-        yield current
+        current = ran((f"{prefix}_clusters_pass_{index:03d}", [StarPass(*args, tasks, index=index)], tasks))
+        yield from repaired(out, written, len(current.finished_before) == tasks, rerun)
+        yield current.stage
         if index >= 3 and out.exists(pass_dir(index - 2)):  # its receipts stay; its edges are read no more
             for dst in range(tasks):
                 if out.exists(f"{pass_dir(index - 2)}/{dst:05d}"):
@@ -767,8 +787,9 @@ def cluster_stages(
         ("number", ClusterNumbers(*args, tasks)),
         ("write", ClusterWrite(*args, tasks)),
     ):
-        yield from repaired(out, written, step.directory, tasks, rerun)
-        written = (f"{prefix}_clusters_{name}", [step], tasks)
-        yield written
-    yield from repaired(out, written, None, tasks, rerun)
+        current = ran((f"{prefix}_clusters_{name}", [step], tasks))
+        yield from repaired(out, written, len(current.finished_before) == tasks, rerun)
+        yield current.stage
+        written = current
+    yield from repaired(out, written, False, rerun)  # the summary is not done (else it was yielded alone)
     yield f"{prefix}_clusters", [summary], 1
