@@ -23,12 +23,17 @@ its smallest node, which is the union-find's root and the kept document. Then:
   clusters in the order of their kept documents), sizes; records go to their document's range;
 * **write**: sorted by node, the ``<rank>.clusters`` files the filter reads, unchanged in format, one
   open at a time;
-* **summary** (one task, the stage named like the single task's): ``summary.json``, the same fields.
+* **summary** (one task, the stage named like the single task's): ``summary.json``, the same fields, and the
+  same counters (``pairs``: the duplicate pairs read, from the route tasks' receipts; clusters; to remove).
 
 Every file is a checksummed record file written atomically; each task writes a ``.json`` receipt last,
 after all of its files, and a task with a receipt is skipped (the next pass validates the files as it reads them),
 so a killed run resumes pass by pass: a task killed before its receipt runs again and rewrites every file it
-writes, under the same names, so nothing is lost or counted twice. On an object store the run folder holds only
+writes, under the same names, so nothing is lost or counted twice. A receipt records the size of each of its
+task's files: before a stage runs, the driver lists the stage before's files, and a task finished in an earlier run
+whose file was cut short or lost since (a disk fault, an object truncated on the store) is run again, its receipt
+and completion marker dropped (``repaired``); when its own inputs are gone, the next stage stops on the file, with
+its one-line error. On an object store the run folder holds only
 the committed files (each uploaded whole from local scratch, the receipt one PUT after them); the sort runs and
 the files being written stay on the node's disk (``extsort.spill_space``).
 """
