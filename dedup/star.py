@@ -285,7 +285,7 @@ def read_receipt(folder: DataFolder, directory: str, src: int) -> dict:
     """One GET on a store (a look-up, then an open, were two or three requests)."""
     path = receipt_path(directory, src)
     try:
-        return json.loads(folder.cat_file(path))
+        return json.loads(folder.cat_file(path, **getattr(folder.fs, "small_read_options", {})))
     except FileNotFoundError:
         raise CorruptFileError(f"{folder.resolve_paths(path)}: missing (did a cluster task fail?)") from None
 
@@ -296,10 +296,19 @@ def read_receipts(folder: DataFolder, directory: str, tasks: int | list[int]) ->
     return side_by_side(folder, lambda src: read_receipt(folder, directory, src), list(srcs))
 
 
+def listed(folder: DataFolder, directory: str) -> set[str]:
+    """What is in ``directory`` (its files and folders, not further down); empty when it is not there. One listing
+    on a store (two when nothing is there; ``find`` with a depth took three)."""
+    try:
+        return set(folder.ls(directory, detail=False))
+    except FileNotFoundError:
+        return set()
+
+
 def finished(folder: DataFolder, directory: str, tasks: int) -> set[int]:
-    """The tasks of a stage with a receipt: one listing."""
-    listed = folder.find(directory, maxdepth=1)
-    return {src for src in range(tasks) if receipt_path(directory, src) in listed}
+    """The tasks of a stage with a receipt."""
+    found = listed(folder, directory)
+    return {src for src in range(tasks) if receipt_path(directory, src) in found}
 
 
 def incoming(
@@ -764,11 +773,13 @@ def cluster_stages(
         yield f"{prefix}_clusters", [summary], 1
         return
 
+    earlier = listed(out, WORK) if rerun is not None else set()  # the stages' folders an earlier run left
+
     def ran(stage: Stage) -> _Ran:
-        """``stage``, with its tasks that have finished before it runs (looked up only when it matters)."""
+        """``stage``, with its tasks that finished in an earlier run (looked up only when it matters)."""
         step = stage[1][0]
         assert isinstance(step, _ClusterTask)
-        return _Ran(stage, finished(out, step.directory, tasks) if rerun is not None else set())
+        return _Ran(stage, finished(out, step.directory, tasks) if step.directory in earlier else set())
 
     written = ran((f"{prefix}_clusters_route", [ClusterRoute(*args, tasks)], tasks))
     yield written.stage
