@@ -21,6 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 from scipy.sparse import csr_matrix
+from threadpoolctl import ThreadpoolController
 
 from classifiers.ft_format import LABEL_PREFIX, FastTextFile, read_fasttext
 from classifiers.ft_subwords import EOS, subword_rows
@@ -210,10 +211,16 @@ class UnigramPredictor:
     def predict(
         self, texts: Sequence[str], k: int = 1, threshold: float = 0.0
     ) -> list[tuple[tuple[str, ...], tuple[float, ...]]]:
-        """Top-k (labels, probabilities) per text, as ``fasttext.predict`` (labels without prefix)."""
+        """Top-k (labels, probabilities) per text, as ``fasttext.predict`` (labels without prefix).
+
+        BLAS runs on one thread here: the output layer's products are small (at most ``PREDICT_CHUNK`` x dim x
+        labels), and after each multi-threaded one OpenBLAS's idle workers spin ~0.1 s before they sleep, CPU
+        time of the task (0.4 of its ~10 CPU s in ``bench.curate``'s DCLM row, a third of the language ID). Each
+        product is split across threads by rows and columns, so every score is the same bits either way."""
         out: list[tuple[tuple[str, ...], tuple[float, ...]]] = []
-        for start in range(0, len(texts), PREDICT_CHUNK):
-            out.extend(self._predict_chunk(texts[start : start + PREDICT_CHUNK], k, threshold))
+        with _blas_threads().limit(limits=1, user_api="blas"):
+            for start in range(0, len(texts), PREDICT_CHUNK):
+                out.extend(self._predict_chunk(texts[start : start + PREDICT_CHUNK], k, threshold))
         return out
 
     def _predict_chunk(
@@ -241,6 +248,12 @@ class UnigramPredictor:
             (tuple(map(label_of, labels[:n])), tuple(probs[:n]))
             for labels, probs, n in zip(top.tolist(), np.exp(top_scores).tolist(), n_kept, strict=True)
         ]
+
+
+@lru_cache(maxsize=1)
+def _blas_threads() -> ThreadpoolController:
+    """The process's thread pools (found once: the BLAS numpy loaded at import)."""
+    return ThreadpoolController()
 
 
 def load_predictor(path: str) -> UnigramPredictor | None:

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from classifiers.ft_format import FastTextFormatError, read_fasttext
-from classifiers.ft_predict import SPLIT_DIFFERS, UnigramPredictor, supports
+from classifiers.ft_predict import PREDICT_CHUNK, SPLIT_DIFFERS, UnigramPredictor, supports
 from classifiers.ft_subwords import subword_rows
 from classifiers.ft_train import train_supervised
 from classifiers.lid import bundled_ft176_path, load_fasttext
@@ -158,6 +159,35 @@ def test_tiny_cache_gives_the_same_predictions(sample_texts: list[str]) -> None:
         a, b = small.predict(batch, k=3), big.predict(batch, k=3)
         assert [x[0] for x in a] == [x[0] for x in b]
         assert np.allclose([x[1][0] for x in a if x[1]], [x[1][0] for x in b if x[1]], atol=1e-6)
+
+
+def blas_threads() -> list[int]:
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
+def test_the_output_layer_runs_blas_on_one_thread_with_the_same_scores(sample_texts: list[str]) -> None:
+    """OpenBLAS's idle workers spin after each multi-threaded product, CPU time of the task: ``predict``
+    runs the output layer on one BLAS thread, gives the setting back, and its scores are the very bits of
+    a multi-threaded product."""
+    during: list[list[int]] = []
+
+    class Recording(UnigramPredictor):
+        def log_probs(self, hidden: np.ndarray) -> np.ndarray:
+            during.append(blas_threads())
+            return super().log_probs(hidden)
+
+    model = Recording(read_fasttext(bundled_ft176_path()))
+    texts = (sample_texts * (PREDICT_CHUNK // len(sample_texts) + 1))[:PREDICT_CHUNK]
+    with threadpool_limits(limits=2, user_api="blas"):
+        ours = model.predict(texts, k=-1)
+        assert during and all(threads == [1] * len(threads) for threads in during)
+        assert blas_threads() == [2] * len(blas_threads())
+        hidden, _ = model.hidden(texts)
+        multi = UnigramPredictor.log_probs(model, hidden)  # two BLAS threads
+    with threadpool_limits(limits=1, user_api="blas"):
+        single = UnigramPredictor.log_probs(model, hidden)
+    assert np.array_equal(multi, single)
+    assert ours == UnigramPredictor(read_fasttext(bundled_ft176_path())).predict(texts, k=-1)
 
 
 def test_split_differs_lists_every_disagreeing_character() -> None:
