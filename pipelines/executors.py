@@ -9,6 +9,7 @@ cluster, sized to it; its options (``ray``: a ``RayOptions``, ``workers_set``) c
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -20,7 +21,7 @@ from common.storage import on_object_store
 from pipelines.errors import ExecutorError
 from pipelines.layout import StageFolder
 
-__all__ = ["EXECUTORS", "ExecutorError", "make_executor"]
+__all__ = ["EXECUTORS", "ExecutorError", "RunLocalExecutor", "make_executor"]
 
 
 class RunLocalExecutor(LocalPipelineExecutor):
@@ -44,6 +45,13 @@ class RunLocalExecutor(LocalPipelineExecutor):
             else:
                 self._completed = frozenset(folder.list_files("completions"))
         return self._completed
+
+    def list_completions(self) -> float:
+        """List the stage's completed tasks now (``run`` uses the answer); the seconds the listing took."""
+        started = time.perf_counter()
+        self._completed = None
+        self._completed_now()
+        return time.perf_counter() - started
 
     def is_rank_completed(self, rank: int) -> bool:
         return self.skip_completed and f"completions/{rank:05d}" in self._completed_now()

