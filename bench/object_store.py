@@ -107,19 +107,24 @@ def own_cpu() -> float:
 
 
 def mixture_once(
-    run_dir: Path, tok: Path, out: Path, server: S3Server, upload_after: bool = False
+    run_dir: Path,
+    tok: Path,
+    out: Path,
+    server: S3Server,
+    upload_after: bool = False,
+    tokens_per_file: int | None = None,
 ) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (this process's, the server's) of the chain's mixture step from ``run_dir``
     (local, or a store URL) into ``out`` (its twin on the store when ``run_dir`` is one: the chain's staging,
     each shard uploaded as soon as it is written; with ``upload_after``, the previous way: the whole folder
-    uploaded once the build is done, ``upload_folder``)."""
+    uploaded once the build is done, ``upload_folder``); ``tokens_per_file`` replaces the chain's shard size."""
     from common.storage import is_remote
     from mixtures.build import build_mixture
     from mixtures.manifest import MANIFEST_NAME
     from pipelines.chain import ChainConfig, mixture_spec
     from pipelines.chain_store import staging
 
-    config = ChainConfig()
+    config = ChainConfig() if tokens_per_file is None else ChainConfig(tokens_per_file=tokens_per_file)
     cpu, served, start = own_cpu(), server_cpu(server), time.perf_counter()
     if not is_remote(run_dir):
         build_mixture(mixture_spec(run_dir, tok, config), out, overwrite=True, progress=False)

@@ -1,6 +1,7 @@
 """The chain's mixture step into an S3 bucket against onto local disk, and against uploading after the build.
 
     python -m bench.object_store_mixture [--input sample|pages] [--repeats 7] [--by-key]
+                                        [--copies K] [--tokens-per-file N]
 
 ``bench.object_store`` times the mixture step a few times after its curation runs, which take minutes each;
 this bench times only the mixture step, often enough for its sub-second builds to give stable medians. It
@@ -19,11 +20,17 @@ round, so that a load that rises or falls favours none of them:
 Prints each one's median wall time, the throughput ratio to local (the ratio of the medians, and the median
 of the rounds' ratios), the CPU seconds of this process and of moto's (moto runs on the same cores; a real
 store's work is not on the node), and the requests each store build sent, by method and per shard file.
+
+The chain's shards are tiny (20,000 tokens, ~40 KB: the sample must give the trainer several files), so its
+builds are mostly per-request costs; ``--tokens-per-file N`` sets the shard size, and ``--copies K`` repeats
+the kept documents K times (an input K times as big, documents like any others to the build), to time a
+build nearer a real mixture's (10^8-10^9 tokens per file) on this machine.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,7 +69,22 @@ def copy_kept_documents(run_dir: Path, url: str) -> str:
     return kept.name
 
 
-def rounds(server: S3Server, log: Path, tmp: Path, run_dir: Path, tok: Path, repeats: int) -> tuple[dict, dict]:
+def copy_documents(run_dir: Path, copies: int) -> None:
+    """Each kept parquet file repeated ``copies - 1`` more times beside itself: an input ``copies`` times as big,
+    to time the build at shard sizes nearer a real mixture's (the repeats are documents like any others)."""
+    from common.run_dir import kept_documents_dir, parquet_under
+
+    kept = kept_documents_dir(run_dir)
+    if kept is None:
+        raise SystemExit(f"{run_dir} holds no kept documents")
+    for path in sorted(parquet_under(kept)):
+        for k in range(1, copies):
+            shutil.copyfile(path, path.with_name(f"{path.stem}-copy{k}{path.suffix}"))
+
+
+def rounds(
+    server: S3Server, log: Path, tmp: Path, run_dir: Path, tok: Path, repeats: int, tokens_per_file: int | None
+) -> tuple[dict, dict]:
     """Each build's (wall, CPU, server CPU) per round; each store build's requests (by key) in the last round."""
     from common.storage import as_path
 
@@ -73,11 +95,11 @@ def rounds(server: S3Server, log: Path, tmp: Path, run_dir: Path, tok: Path, rep
     for i in range(repeats):
         for name in BUILDS[i % 3 :] + BUILDS[: i % 3]:
             if name == "local":
-                times[name].append(mixture_once(run_dir, tok, tmp / f"mixture-{i}", server))
+                times[name].append(mixture_once(run_dir, tok, tmp / f"mixture-{i}", server, False, tokens_per_file))
                 continue
             offset = log.stat().st_size
             out = Path(f"mixture-{i}-{'after' if name != 's3' else 'streamed'}")
-            times[name].append(mixture_once(remote, tok, out, server, upload_after=name != "s3"))
+            times[name].append(mixture_once(remote, tok, out, server, name != "s3", tokens_per_file))
             time.sleep(0.3)  # the server's last log lines
             sent[name] = requests(log, offset, by_key=True)
     return times, sent
@@ -111,6 +133,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=integer(1, 1000), default=7, help="rounds (default: 7)")
     parser.add_argument("--input", choices=("sample", "pages"), default="pages", help="(bench.object_store's)")
     parser.add_argument("--by-key", action="store_true", help="the requests by method and key, too")
+    parser.add_argument(
+        "--copies",
+        type=integer(1, 1000),
+        default=1,
+        help="the kept documents this many times over (default: 1), for shards nearer a real mixture's size",
+    )
+    parser.add_argument(
+        "--tokens-per-file",
+        type=integer(1, 2**40),
+        default=None,
+        help="tokens per shard file (default: the chain's, 20,000; a real mixture's are 10^8-10^9)",
+    )
     args = parser.parse_args(argv)
     load_before = load()
     with tempfile.TemporaryDirectory(prefix="bench-s3mix-") as name:
@@ -127,16 +161,21 @@ def main(argv: list[str] | None = None) -> None:
 
         tok = tmp / "tokenizer"
         train_tokenizer([str(run_dir)], tok, vocab_size=4096, progress=False)
+        copy_documents(run_dir, args.copies)
         log = tmp / "moto.log"
         server = S3Server(log=log).start()
         try:
             with server.use():
                 server.make_bucket("bench")
-                times, sent = rounds(server, log, tmp, run_dir, tok, args.repeats)
+                times, sent = rounds(server, log, tmp, run_dir, tok, args.repeats, args.tokens_per_file)
         finally:
             server.stop()
-        shards = len(read_manifest(tmp / "mixture-0", verify=False).files)
-    print(f"input: {args.input}; mixture: one epoch of the kept documents, {shards} shards; {args.repeats} rounds")
+        built = read_manifest(tmp / "mixture-0", verify=False)
+        shards, tokens = len(built.files), built.total_tokens
+    print(
+        f"input: {args.input}; mixture: one epoch of the kept documents ({args.copies}x), {tokens:,} tokens in "
+        f"{shards} shards (tokens per file: {args.tokens_per_file or 'the chain default'}); {args.repeats} rounds"
+    )
     print(f"load average (1/5/15 min): {load_before} before, {load()} after; {os.cpu_count()} CPUs")
     report(times, sent, shards, args.by_key)
 

@@ -39,10 +39,9 @@ from dedup.filter import ID_COLUMN, SIZE_COLUMN, DedupFilter
 from dedup.index import CrossDumpClusters, CrossDumpMatches, DedupIndex
 from dedup.keys import n_bands
 from dedup.signatures import DedupSignatures
-from dedup.star import cluster_stages
+from dedup.star import Rerun, Stage, cluster_stages
 from dedup.urls import UrlClusters
 
-Stage = tuple[str, list[PipelineStep], int]
 CLUSTER_FIELDS = [pa.field(SIZE_COLUMN, pa.int64()), pa.field(ID_COLUMN, pa.int64())]
 REASON_FIELD = pa.field("filter_reason", pa.string())
 BFF_FIELDS = [pa.field(REMOVED_COLUMN, pa.int64())]
@@ -128,13 +127,15 @@ def build_dedup_stages(
     config: DedupConfig | None = None,
     tasks: int | None = None,
     write_index: bool = False,
+    rerun: Rerun | None = None,
 ) -> Iterator[Stage]:
     """Stages to run in order, each yielded when the one before has run (the cluster passes are
     decided from the files the earlier ones wrote: see ``dedup.star.cluster_stages``).
     ``tasks``: document tasks (default: one per input parquet file, which makes the keep rule
     "first in file order"); pass the curation task count when the pipeline is built before
     ``curated/`` exists. ``write_index``: persist this dump's MinHash index (``minhash/index/``)
-    for later dumps' ``dedup_against``."""
+    for later dumps' ``dedup_against``. ``rerun``: how the driver makes a finished task run again (see
+    ``dedup.star.drop_completions``), for a cluster pass's file damaged after its task finished."""
     config = config or DedupConfig()
     layout = DedupLayout(str(run_dir))
     doc_tasks = max(1, tasks if tasks is not None else count_input_files(input_folder))
@@ -146,7 +147,7 @@ def build_dedup_stages(
             steps = [document_reader(input_folder), *prefilters]
             yield "dedup_bff", [BffDedup(steps, input_folder, layout.clusters("bff"), config, doc_tasks)], 1
         else:
-            yield from _key_stages(kind, input_folder, layout, config, doc_tasks, prefilters)
+            yield from _key_stages(kind, input_folder, layout, config, doc_tasks, prefilters, rerun)
     if near == "minhash":  # the index is MinHash's band keys; BFF writes none
         yield from _index_stages(input_folder, layout, config, write_index)
     final_filters: list[PipelineStep] = [
@@ -222,6 +223,7 @@ def _key_stages(
     config: DedupConfig,
     doc_tasks: int,
     prefilters: list[PipelineStep],
+    rerun: Rerun | None = None,
 ) -> Iterator[Stage]:
     prefix = "dedup" if kind == "minhash" else f"dedup_{kind}"
     sigs, buckets, clusters = layout.signatures(kind), layout.buckets(kind), layout.clusters(kind)
@@ -235,4 +237,4 @@ def _key_stages(
         yield f"{prefix}_clusters", [UrlClusters(sigs, sigs, clusters, config, kind)], 1
         return
     yield f"{prefix}_buckets", [DedupBuckets(sigs, buckets, config, kind)], n_bands(config, kind)
-    yield from cluster_stages(prefix, buckets, sigs, clusters, config, kind)
+    yield from cluster_stages(prefix, buckets, sigs, clusters, config, kind, rerun)

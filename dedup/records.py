@@ -88,6 +88,12 @@ class RecordWriter:
         self._file.write(data.data)
         self.n_records += len(records)
 
+    @property
+    def size(self) -> int:
+        """The file's size once committed (header, records, footer): what a receipt records of it, so a file cut
+        short later (a disk fault, an object truncated on the store) is seen by a listing."""
+        return HEADER.size + self.n_records * self.header.record_size + FOOTER.size
+
     def commit(self, extra: int = 0) -> None:
         self._file.write(FOOTER.pack(self.n_records, extra, self._hash.intdigest(), END_MAGIC))
         self._file.close()

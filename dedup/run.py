@@ -35,7 +35,7 @@ from dedup.config import BFF_EXPECTED_NGRAMS, DedupConfig
 from dedup.index import check_index
 from dedup.pipeline import DedupLayout, build_dedup_stages, check_parquet_footers, count_input_files
 from dedup.records import CorruptFileError
-from dedup.star import add_cluster_arguments, buffer_records_for, cluster_settings
+from dedup.star import add_cluster_arguments, buffer_records_for, cluster_settings, drop_completions
 from dedup.text import spacy_english
 
 
@@ -61,7 +61,8 @@ def run_dedup(
     if config.word_split == "spacy" and config.method == "minhash":
         spacy_english()  # import spaCy once here; forked workers inherit it instead of re-importing
     seconds: dict[str, float] = {}
-    for name, steps, n_tasks in build_dedup_stages(input_folder, out, config, tasks=tasks, write_index=write_index):
+    rerun = drop_completions(lambda name: str(Path(out, "logs", name)))  # a damaged cluster file's task
+    for name, steps, n_tasks in build_dedup_stages(input_folder, out, config, tasks, write_index, rerun):
         start = time.perf_counter()
         logs = str(Path(out, "logs", name))
         if slurm is not None:

@@ -23,12 +23,17 @@ its smallest node, which is the union-find's root and the kept document. Then:
   clusters in the order of their kept documents), sizes; records go to their document's range;
 * **write**: sorted by node, the ``<rank>.clusters`` files the filter reads, unchanged in format, one
   open at a time;
-* **summary** (one task, the stage named like the single task's): ``summary.json``, the same fields.
+* **summary** (one task, the stage named like the single task's): ``summary.json``, the same fields, and the
+  same counters (``pairs``: the duplicate pairs read, from the route tasks' receipts; clusters; to remove).
 
 Every file is a checksummed record file written atomically; each task writes a ``.json`` receipt last,
 after all of its files, and a task with a receipt is skipped (the next pass validates the files as it reads them),
 so a killed run resumes pass by pass: a task killed before its receipt runs again and rewrites every file it
-writes, under the same names, so nothing is lost or counted twice. On an object store the run folder holds only
+writes, under the same names, so nothing is lost or counted twice. A receipt records the size of each of its
+task's files: before a stage runs, the driver lists the stage before's files, and a task finished in an earlier run
+whose file was cut short or lost since (a disk fault, an object truncated on the store) is run again, its receipt
+and completion marker dropped (``repaired``); when its own inputs are gone, the next stage stops on the file, with
+its one-line error. On an object store the run folder holds only
 the committed files (each uploaded whole from local scratch, the receipt one PUT after them); the sort runs and
 the files being written stay on the node's disk (``extsort.spill_space``).
 """
@@ -39,9 +44,11 @@ import argparse
 import contextlib
 import json
 import math
-from collections.abc import Iterator
+import posixpath
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from datatrove.data import DocumentsPipeline
@@ -75,6 +82,7 @@ LABEL_KIND = b"LABL"
 WORK = "work"
 BY_PAIR = ("key", "node")
 MAX_PASSES = 200
+T, R = TypeVar("T"), TypeVar("R")
 
 # Memory model of one pass task (measured with bench.dedup_cluster_scale, see dedup/README.md):
 # the interpreter with numpy + datatrove, plus ~80 bytes per record of sort buffer (the buffer, its
@@ -174,12 +182,17 @@ def count_pairs(pairs_folder: DataFolderLike, config: DedupConfig, kind: str) ->
             return None
         return found.n_records
 
-    if folder.is_local():
-        counts = [pairs_of(band) for band in range(bands)]
-    else:  # a GET each on a store: sent together (one after another: 14 round trips before the stage starts)
-        with ThreadPoolExecutor(min(bands, 16), thread_name_prefix="pairs") as pool:
-            counts = list(pool.map(pairs_of, range(bands)))
+    # a GET each on a store: sent together (one after another: 14 round trips before the stage starts)
+    counts = side_by_side(folder, pairs_of, list(range(bands)))
     return None if None in counts else sum(counts)
+
+
+def side_by_side(folder: DataFolder, fn: Callable[[T], R], items: list[T]) -> list[R]:
+    """``fn`` over ``items``: one after another on a local disk, side by side on a store (a round trip each)."""
+    if folder.is_local() or len(items) < 2:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(min(len(items), 16), thread_name_prefix="store") as pool:
+        return list(pool.map(fn, items))
 
 
 def hash_part(nodes: np.ndarray, tasks: int) -> np.ndarray:
@@ -236,7 +249,9 @@ class RoutedWriter:
                 if self.staged is not self.folder:  # now, in order: the receipt must come after every file
                     fs, key = filesystem(self.folder.resolve_paths(w.path))
                     fs.put_file(self.staged.resolve_paths(w.path), key)
-            write_receipt(self.folder, receipt_path(self.directory, self.src), {**receipt, "records": self.records})
+            files = {w.path: w.size for w in self.writers}  # what the next stage checks before it reads them
+            receipt = {**receipt, "records": self.records, "files": files}
+            write_receipt(self.folder, receipt_path(self.directory, self.src), receipt)
 
     def abort(self) -> None:
         with self._scratch:
@@ -266,15 +281,34 @@ def write_receipt(folder: DataFolder, path: str, receipt: dict) -> None:
     folder.mv(path + ".tmp", path)
 
 
-def read_receipts(folder: DataFolder, directory: str, tasks: int) -> list[dict]:
-    receipts = []
-    for src in range(tasks):
-        path = receipt_path(directory, src)
-        if not folder.exists(path):
-            raise CorruptFileError(f"{folder.resolve_paths(path)}: missing (did a cluster task fail?)")
-        with folder.open(path, "rt") as f:
-            receipts.append(json.load(f))
-    return receipts
+def read_receipt(folder: DataFolder, directory: str, src: int) -> dict:
+    """One GET on a store (a look-up, then an open, were two or three requests)."""
+    path = receipt_path(directory, src)
+    try:
+        return json.loads(folder.cat_file(path, **getattr(folder.fs, "small_read_options", {})))
+    except FileNotFoundError:
+        raise CorruptFileError(f"{folder.resolve_paths(path)}: missing (did a cluster task fail?)") from None
+
+
+def read_receipts(folder: DataFolder, directory: str, tasks: int | list[int]) -> list[dict]:
+    """The receipts of tasks ``range(tasks)`` (or of those listed), side by side on a store."""
+    srcs = range(tasks) if isinstance(tasks, int) else tasks
+    return side_by_side(folder, lambda src: read_receipt(folder, directory, src), list(srcs))
+
+
+def listed(folder: DataFolder, directory: str) -> set[str]:
+    """What is in ``directory`` (its files and folders, not further down); empty when it is not there. One listing
+    on a store (two when nothing is there; ``find`` with a depth took three)."""
+    try:
+        return set(folder.ls(directory, detail=False))
+    except FileNotFoundError:
+        return set()
+
+
+def finished(folder: DataFolder, directory: str, tasks: int) -> set[int]:
+    """The tasks of a stage with a receipt."""
+    found = listed(folder, directory)
+    return {src for src in range(tasks) if receipt_path(directory, src) in found}
 
 
 def incoming(
@@ -350,6 +384,8 @@ class _ClusterTask(PipelineStep):
         self.buffer_records = buffer_records_for(config.cluster_memory_mb)
 
     directory = ""
+    # the files this stage reads (the previous stage's directory, their kind and records); None: the band pairs
+    source: tuple[str, bytes, np.dtype] | None = None
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
         if world_size != self.tasks:
@@ -365,10 +401,17 @@ class _ClusterTask(PipelineStep):
     def writer(self, rank: int, kind: bytes = EDGE_KIND, dtype: np.dtype = KEYED) -> RoutedWriter:
         return RoutedWriter(self.output_folder, self.directory, rank, self.tasks, self.fingerprint, kind, dtype)
 
-    def sorted_input(
-        self, directory: str, rank: int, kind: bytes = EDGE_KIND, dtype: np.dtype = KEYED, order: tuple = BY_PAIR
-    ) -> Iterator[np.ndarray]:
-        files = incoming(self.output_folder, directory, rank, self.tasks, self.fingerprint, kind, dtype)
+    def inputs(self, rank: int) -> list[RecordFile]:
+        """Task ``rank``'s input files, validated (header, footer, size): a ``CorruptFileError`` names the first
+        one missing or cut short."""
+        assert self.source is not None
+        directory, kind, dtype = self.source
+        return incoming(self.output_folder, directory, rank, self.tasks, self.fingerprint, kind, dtype)
+
+    def sorted_input(self, rank: int, order: tuple = BY_PAIR) -> Iterator[np.ndarray]:
+        files = self.inputs(rank)
+        assert self.source is not None
+        dtype = self.source[2]
         with spill_space(self.output_folder) as space:
             sorter = ExternalSorter(
                 space, f"{self.directory}/{rank:05d}.runs", self.fingerprint, self.buffer_records, dtype=dtype,
@@ -397,16 +440,23 @@ class ClusterRoute(_ClusterTask):
     name = "🎯 clusters: route"
     directory = pass_dir(0)
 
-    def process(self, rank: int) -> None:
+    def inputs(self, rank: int) -> list[RecordFile]:
         bands = n_bands(self.config, self.kind)
+        return [
+            band_pairs(self.pairs_folder, self.signatures_folder, band, bands, self.fingerprint)
+            for band in range(rank, bands, self.tasks)
+        ]
+
+    def process(self, rank: int) -> None:
+        pairs = 0
         with self.writer(rank) as out:
-            for band in range(rank, bands, self.tasks):
-                pairs = band_pairs(self.pairs_folder, self.signatures_folder, band, bands, self.fingerprint)
-                for block in pairs.blocks(max(1024, self.buffer_records // 4)):
+            for band_file in self.inputs(rank):
+                for block in band_file.blocks(max(1024, self.buffer_records // 4)):
                     both = np.concatenate([_edges(block["a"], block["b"]), _edges(block["b"], block["a"])])
                     out.write(both, hash_part(both["key"], self.tasks))
                     self.stat_update("pairs", value=len(block))
-            out.commit({"changes": -1})
+                    pairs += len(block)
+            out.commit({"changes": -1, "pairs": pairs})  # the summary's count of duplicate pairs read
 
 
 class StarPass(_ClusterTask):
@@ -417,13 +467,14 @@ class StarPass(_ClusterTask):
         self.index = index
         self.large = index % 2 == 1
         self.directory = pass_dir(index)
+        self.source = (pass_dir(index - 1), EDGE_KIND, KEYED)
         self.name = f"🎯 clusters: {'large' if self.large else 'small'}-star {index}"
 
     def process(self, rank: int) -> None:
         changes = 0
         groups = _Groups()
         with self.writer(rank) as out:
-            for block in self.sorted_input(pass_dir(self.index - 1), rank):
+            for block in self.sorted_input(rank):
                 block, starts, first = groups.feed(block)
                 key, node = block["key"], block["node"]
                 if self.large:  # neighbours above u go to m = min(u, smallest neighbour)
@@ -451,13 +502,14 @@ class ClusterSizes(_ClusterTask):
     def __init__(self, *args: object, last_pass: int, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.last_pass = last_pass
+        self.source = (pass_dir(last_pass), EDGE_KIND, KEYED)
 
     def process(self, rank: int) -> None:
         world = len(self.docs_per_rank())
         roots = np.zeros(self.tasks, dtype=np.int64)
         groups = _Groups()
         with self.writer(rank) as out:
-            for block in self.sorted_input(pass_dir(self.last_pass), rank):
+            for block in self.sorted_input(rank):
                 block = block[block["key"] < block["node"]]
                 block, starts, _ = groups.feed(block)
                 dests = range_part(block["key"], world, self.tasks)
@@ -471,6 +523,7 @@ class ClusterNumbers(_ClusterTask):
 
     name = "🎯 clusters: number"
     directory = f"{WORK}/labels"
+    source = (ClusterSizes.directory, EDGE_KIND, KEYED)
 
     def process(self, rank: int) -> None:
         world = len(self.docs_per_rank())
@@ -497,7 +550,7 @@ class ClusterNumbers(_ClusterTask):
 
         with self.writer(rank, LABEL_KIND, CLUSTER_TABLE) as out:
             groups = _Groups()
-            for block in self.sorted_input(ClusterSizes.directory, rank):
+            for block in self.sorted_input(rank):
                 block, _, _ = groups.feed(block)
                 if not len(block):
                     continue
@@ -527,12 +580,18 @@ class ClusterWrite(_ClusterTask):
 
     name = "🎯 clusters: write"
     directory = f"{WORK}/written"
+    source = (ClusterNumbers.directory, LABEL_KIND, CLUSTER_TABLE)
 
     def process(self, rank: int) -> None:
         counts = self.docs_per_rank()
         world = len(counts)
         ranks = rank_range(rank, world, self.tasks)
         writer: RecordWriter | None = None
+        files: dict[str, int] = {}  # each committed file's size, for its receipt
+
+        def seal(w: RecordWriter) -> None:
+            w.commit(extra=counts[w.header.rank])
+            files[w.path] = w.size
 
         def file_of(r: int) -> RecordWriter:
             """The open file of rank ``r``: the files of the ranks before it committed (empty when no record)."""
@@ -541,14 +600,14 @@ class ClusterWrite(_ClusterTask):
                 raise CorruptFileError(f"labels of rank {r} out of order in cluster write task {rank} ({ranks})")
             while writer is None or writer.header.rank < r:
                 if writer is not None:
-                    writer.commit(extra=counts[writer.header.rank])
+                    seal(writer)
                 nxt = ranks.start if writer is None else writer.header.rank + 1
                 header = Header(CLUSTER_KIND, self.fingerprint, nxt, world, CLUSTER.itemsize)
                 writer = RecordWriter(self.output_folder, clusters_path(nxt), header)
             return writer
 
         try:
-            for block in self.sorted_input(ClusterNumbers.directory, rank, LABEL_KIND, CLUSTER_TABLE, ("node",)):
+            for block in self.sorted_input(rank, ("node",)):
                 if not len(block):
                     continue
                 doc_rank = node_rank(block["node"])
@@ -561,8 +620,9 @@ class ClusterWrite(_ClusterTask):
                         records[field] = part[field]
                     file_of(int(doc_rank[start])).write(records)
             if ranks:
-                file_of(ranks.stop - 1).commit(extra=counts[ranks.stop - 1])
-            write_receipt(self.output_folder, receipt_path(self.directory, rank), {"ranks": [ranks.start, ranks.stop]})
+                seal(file_of(ranks.stop - 1))
+            receipt = {"ranks": [ranks.start, ranks.stop], "files": files}
+            write_receipt(self.output_folder, receipt_path(self.directory, rank), receipt)
         except BaseException:
             if writer is not None and not writer.committed:
                 writer.abort()
@@ -585,6 +645,8 @@ class ClusterSummary(DedupClusters):
             logger.info("clusters already complete, skipping")
             return
         receipts = read_receipts(self.output_folder, ClusterNumbers.directory, self.tasks)
+        # the single task's counter: every band's duplicate pairs read (the route tasks read each band once)
+        pairs = sum(r["pairs"] for r in read_receipts(self.output_folder, ClusterRoute.directory, self.tasks))
         for r in range(len(counts)):
             open_records(self.output_folder, clusters_path(r), CLUSTER_KIND, self.fingerprint, CLUSTER, r, len(counts))
         hist: dict[int, int] = {}
@@ -592,6 +654,7 @@ class ClusterSummary(DedupClusters):
             for size, n in receipt["histogram"].items():
                 hist[int(size)] = hist.get(int(size), 0) + n
         summary = cluster_summary(self.kind, sum(counts), sum(r["in_clusters"] for r in receipts), hist)
+        self.stat_update("pairs", value=pairs)
         self.write_summary(summary)
         if self.output_folder.exists(WORK):
             self.output_folder.rm(WORK, recursive=True)
@@ -613,6 +676,77 @@ def converged(output_folder: DataFolder, index: int, tasks: int) -> bool:
     )
 
 
+Stage = tuple[str, list[PipelineStep], int]
+Rerun = Callable[[str, int], None]
+
+
+def drop_completions(logging_dir_of: Callable[[str], DataFolderLike]) -> Rerun:
+    """``cluster_stages``' ``rerun`` for a driver whose stage ``name`` logs under ``logging_dir_of(name)``: drops
+    the task's datatrove completion marker, so that the executor runs the task when the stage runs again."""
+
+    def drop(stage: str, rank: int) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            get_datafolder(logging_dir_of(stage)).rm_file(f"completions/{rank:05d}")
+
+    return drop
+
+
+def damaged_tasks(folder: DataFolder, directory: str, srcs: set[int]) -> dict[int, str]:
+    """Which of tasks ``srcs`` of a finished stage have a committed file cut short or gone since their receipt was
+    written (a disk fault, an object truncated on the store), or their receipt gone, each with what is wrong: a
+    listing of the stage's folder and their receipts, which record each file's size (the readers still check every
+    file whole)."""
+    listed = folder.find(directory, detail=True)  # the receipts and the routed files
+    found = {src: f"{folder.resolve_paths(receipt_path(directory, src))}: missing" for src in srcs}
+    present = sorted(src for src in srcs if receipt_path(directory, src) in listed)
+    files: dict[str, tuple[int, int]] = {}
+    for src, receipt in zip(present, read_receipts(folder, directory, present), strict=True):
+        del found[src]
+        files.update({path: (src, size) for path, size in receipt.get("files", {}).items()})
+    for elsewhere in {posixpath.dirname(path) for path in files if not path.startswith(directory + "/")}:
+        listed |= folder.find(elsewhere, maxdepth=1, detail=True)  # the write stage's cluster files, at the top
+    for path, (src, size) in files.items():
+        now = listed.get(path, {}).get("size")
+        if now != size and src not in found:
+            where = folder.resolve_paths(path)
+            found[src] = f"{where}: missing" if now is None else f"{where}: {now} bytes, its receipt says {size}"
+    return found
+
+
+@dataclass
+class _Ran:
+    """A stage the driver yielded, and which of its tasks had finished before (in an earlier run)."""
+
+    stage: Stage
+    finished_before: set[int]
+
+
+def repaired(folder: DataFolder, written: _Ran, reader_done: bool, rerun: Rerun | None) -> Iterator[Stage]:
+    """Before the next stage runs, unless it is done: the tasks of the stage before (``written``) that had finished
+    in an earlier run (those that ran now wrote their files just now) and whose files were cut short or lost since
+    their receipts are run again: their receipts and completion markers dropped, the stage yielded again. Without
+    ``rerun``, or when such a task's own inputs are gone, nothing is yielded: the next stage stops on the file, with
+    its one-line error."""
+    if rerun is None or reader_done or not written.finished_before:
+        return
+    name, (step,), _ = written.stage
+    assert isinstance(step, _ClusterTask)
+    damaged = damaged_tasks(folder, step.directory, written.finished_before)
+    for src, problem in damaged.items():
+        try:
+            step.inputs(src)
+        except CorruptFileError as gone:
+            logger.warning(f"{problem}; {name} task {src} cannot run again: {gone}")
+            return
+    for src, problem in damaged.items():
+        logger.warning(f"{problem}: {name} task {src} runs again")
+        with contextlib.suppress(FileNotFoundError):  # gone already when that is what was wrong
+            folder.rm_file(receipt_path(step.directory, src))
+        rerun(name, src)
+    if damaged:
+        yield written.stage  # once: a file damaged again is left to the next stage's error
+
+
 def cluster_stages(
     prefix: str,
     pairs_folder: str,
@@ -620,9 +754,12 @@ def cluster_stages(
     output_folder: str,
     config: DedupConfig,
     kind: str,
-) -> Iterator[tuple[str, list[PipelineStep], int]]:
+    rerun: Rerun | None = None,
+) -> Iterator[Stage]:
     """The cluster stage(s), yielded one by one: each pass is decided after the one before has run.
-    The single task when ``plan_clusters`` says so (also when the pairs are not written yet)."""
+    The single task when ``plan_clusters`` says so (also when the pairs are not written yet).
+    ``rerun(stage, rank)``: drops a task's completion marker (``drop_completions``), so that a task whose file was
+    damaged after it finished is run again (``repaired``); without it, the next stage stops on that file."""
     args = (pairs_folder, signatures_folder, output_folder, config, kind)
     pairs = count_pairs(pairs_folder, config, kind)
     plan = plan_clusters(pairs or 0, config)
@@ -635,20 +772,40 @@ def cluster_stages(
     if summary.complete(docs_per_rank(summary.signatures_folder, summary.signature_fingerprint)):
         yield f"{prefix}_clusters", [summary], 1
         return
-    yield f"{prefix}_clusters_route", [ClusterRoute(*args, tasks)], tasks
+
+    earlier = listed(out, WORK) if rerun is not None else set()  # the stages' folders an earlier run left
+
+    def ran(stage: Stage) -> _Ran:
+        """``stage``, with its tasks that finished in an earlier run (looked up only when it matters)."""
+        step = stage[1][0]
+        assert isinstance(step, _ClusterTask)
+        return _Ran(stage, finished(out, step.directory, tasks) if step.directory in earlier else set())
+
+    written = ran((f"{prefix}_clusters_route", [ClusterRoute(*args, tasks)], tasks))
+    yield written.stage
     index = 1
     while True:
-        yield f"{prefix}_clusters_pass_{index:03d}", [StarPass(*args, tasks, index=index)], tasks
+        current = ran((f"{prefix}_clusters_pass_{index:03d}", [StarPass(*args, tasks, index=index)], tasks))
+        yield from repaired(out, written, len(current.finished_before) == tasks, rerun)
+        yield current.stage
         if index >= 3 and out.exists(pass_dir(index - 2)):  # its receipts stay; its edges are read no more
             for dst in range(tasks):
                 if out.exists(f"{pass_dir(index - 2)}/{dst:05d}"):
                     out.rm(f"{pass_dir(index - 2)}/{dst:05d}", recursive=True)
+        written = current
         if index % 2 == 0 and converged(out, index, tasks):
             break
         index += 1
         if index > MAX_PASSES:
             raise RuntimeError(f"{output_folder}: clusters did not converge in {MAX_PASSES} passes")
-    yield f"{prefix}_clusters_sizes", [ClusterSizes(*args, tasks, last_pass=index)], tasks
-    yield f"{prefix}_clusters_number", [ClusterNumbers(*args, tasks)], tasks
-    yield f"{prefix}_clusters_write", [ClusterWrite(*args, tasks)], tasks
+    for name, step in (
+        ("sizes", ClusterSizes(*args, tasks, last_pass=index)),
+        ("number", ClusterNumbers(*args, tasks)),
+        ("write", ClusterWrite(*args, tasks)),
+    ):
+        current = ran((f"{prefix}_clusters_{name}", [step], tasks))
+        yield from repaired(out, written, len(current.finished_before) == tasks, rerun)
+        yield current.stage
+        written = current
+    yield from repaired(out, written, False, rerun)  # the summary is not done (else it was yielded alone)
     yield f"{prefix}_clusters", [summary], 1

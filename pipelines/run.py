@@ -279,13 +279,15 @@ def run_dedup(
     """URL / exact passes (when the recipe asks), MinHash-LSH over this dump's curated documents (FineWeb:
     per dump), [this dump's index], [matches against earlier dumps' indexes], stage after stage."""
     from dedup.pipeline import build_dedup_stages
+    from dedup.star import drop_completions
 
     config, write_index = replace(recipe.dedup.config(against), **cluster_settings(args)), recipe.dedup.write_index
     if config.method == "bff":
         from dedup.bff_stage import plan_filter
 
         print(plan_filter(config, str(layout.curated)).describe(), flush=True)  # pre-flight: BFF's memory
-    stages = build_dedup_stages(str(layout.curated), str(layout.root), config, write_index=write_index)
+    rerun = drop_completions(layout.stage_folder)  # a cluster file damaged after its task finished: run it again
+    stages = build_dedup_stages(str(layout.curated), str(layout.root), config, write_index=write_index, rerun=rerun)
     return {name: run_stage(args, layout, cpu, name, steps, n_tasks) for name, steps, n_tasks in stages}
 
 

@@ -7,11 +7,12 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from datatrove.executor import LocalPipelineExecutor
 from datatrove.io import get_datafolder
+from datatrove.pipeline.base import PipelineStep
 
 from dedup.buckets import DedupBuckets
 from dedup.clusters import DedupClusters
@@ -28,9 +30,20 @@ from dedup.config import DedupConfig
 from dedup.evaluation import near_duplicate, paragraph_chunks, planted_signatures, real_texts
 from dedup.formats import CLUSTER, CLUSTER_KIND, clusters_path
 from dedup.keys import MinhashKeyer
-from dedup.records import open_records
+from dedup.records import CorruptFileError, open_records
 from dedup.run import run_dedup
-from dedup.star import StarPass, buffer_records_for, cluster_stages, plan_clusters
+from dedup.star import (
+    ClusterNumbers,
+    ClusterWrite,
+    StarPass,
+    buffer_records_for,
+    cluster_stages,
+    count_pairs,
+    drop_completions,
+    pass_dir,
+    plan_clusters,
+    receipt_path,
+)
 from tests.support.cluster_holds import (
     MID_FILE,
     PASS_HOLD,
@@ -56,13 +69,19 @@ ROOT = Path(__file__).resolve().parents[2]
 SMALL_CAP = 122  # MB: a 26,214-record sort buffer, so every pass spills sorted runs to disk
 
 
-def run_in_process(stages) -> list[str]:
-    names = []
+def run_in_process(stages) -> dict[str, PipelineStep]:
+    """Every stage's tasks in this process, one after another; each stage's step (its stats), in order."""
+    ran = {}
     for name, steps, tasks in stages:
-        names.append(name)
+        ran[name] = steps[0]
         for rank in range(tasks):
             steps[0].run(rank=rank, world_size=tasks)
-    return names
+    return ran
+
+
+def counters(step: PipelineStep) -> dict:
+    """A step's counters (``stat_update``), as its stats file has them."""
+    return step.stats.stats.to_dict()
 
 
 def read_clusters(folder: Path, config: DedupConfig, ranks: int) -> list[np.ndarray]:
@@ -71,12 +90,15 @@ def read_clusters(folder: Path, config: DedupConfig, ranks: int) -> list[np.ndar
 
 
 def plant(base: Path, documents: int) -> tuple[Path, DedupConfig]:
-    """Planted signatures of ``documents`` on 5 ranks, their pairs, and the single task's clusters, under ``base``."""
+    """Planted signatures of ``documents`` on 5 ranks, their pairs, and the single task's clusters, under ``base``;
+    the single task's counters in ``base / "single_counters.json"``."""
     config = DedupConfig()
     planted_signatures(base / "sigs", documents, 5, config)
     for band in range(config.num_buckets):
         DedupBuckets(str(base / "sigs"), str(base / "pairs"), config).run(rank=band, world_size=config.num_buckets)
-    DedupClusters(str(base / "pairs"), str(base / "sigs"), str(base / "single"), config).run()
+    single = DedupClusters(str(base / "pairs"), str(base / "sigs"), str(base / "single"), config)
+    single.run()
+    (base / "single_counters.json").write_text(json.dumps(counters(single)))
     return base, config
 
 
@@ -90,9 +112,10 @@ def planted(tmp_path_factory):
 def test_same_clusters_as_union_find(planted, tmp_path, tasks):
     base, config = planted
     config = replace(config, cluster_tasks=tasks, cluster_memory_mb=SMALL_CAP)
-    names = run_in_process(
+    ran = run_in_process(
         cluster_stages("dedup", str(base / "pairs"), str(base / "sigs"), str(tmp_path), config, "minhash")
     )
+    names = list(ran)
     assert names[0] == "dedup_clusters_route" and names[-1] == "dedup_clusters"
     assert any("pass_004" in n for n in names)  # chains and trees take more than one round
     single = read_clusters(base / "single", config, 5)
@@ -103,6 +126,11 @@ def test_same_clusters_as_union_find(planted, tmp_path, tasks):
     expected = json.loads((base / "single" / "summary.json").read_text())
     assert json.loads((tmp_path / "summary.json").read_text()) == expected
     assert expected["largest_cluster"] == 300
+    # the summary step's counters are the single task's: the duplicate pairs read, clusters, documents to remove
+    single_counters = json.loads((base / "single_counters.json").read_text())
+    assert counters(ran["dedup_clusters"]) == single_counters
+    assert set(single_counters) == {"pairs", "clusters", "to_remove"}
+    assert single_counters["pairs"]["total"] == count_pairs(str(base / "pairs"), config, "minhash") > 0
     assert not (tmp_path / "work").exists()
 
 
@@ -124,7 +152,7 @@ def test_resumes_pass_by_pass(planted, tmp_path, monkeypatch):
     assert not (tmp_path / "work").exists()
     single, ours = read_clusters(base / "single", config, 5), read_clusters(tmp_path, config, 5)
     assert all(np.array_equal(a, b) for a, b in zip(single, ours, strict=True))
-    assert run_in_process(cluster_stages(*args)) == ["dedup_clusters"]  # complete: only the summary, skipped
+    assert list(run_in_process(cluster_stages(*args))) == ["dedup_clusters"]  # complete: only the summary, skipped
 
 
 def test_plan_and_bad_caps():
@@ -279,3 +307,103 @@ def test_half_written_file_is_redone_on_the_local_executor(planted, tmp_path, he
     assert all(np.array_equal(a, b) for a, b in zip(single, ours, strict=True))
     assert json.loads((out / "summary.json").read_text()) == json.loads((base / "single" / "summary.json").read_text())
     assert sorted(p.name for p in out.iterdir()) == [*(clusters_path(r) for r in range(5)), "summary.json"]
+
+
+class _Stopped(Exception):
+    """Ends a run once a given stage ran (a fixed point: nothing is killed)."""
+
+
+def stop_after(stage: str) -> Callable[[str], None]:
+    def after(name: str) -> None:
+        if name == stage:
+            raise _Stopped(name)
+
+    return after
+
+
+@dataclass(frozen=True)
+class CutShort:
+    """A committed file of a finished stage, cut short after its task's receipt: the task that wrote it, its files
+    (and receipt), and the folder of its inputs."""
+
+    what: str
+    stage: str
+    cut: str
+    task: int
+    files: tuple[str, ...]
+    inputs: str
+
+
+EDGES_CUT = MID_FILE[0]  # the first large-star's task 1
+CUT_SHORT = (
+    # its edges for tasks 0 and 1 and its receipt, from the edges the route stage sent to it
+    CutShort(
+        "edges",
+        EDGES_CUT.stage,
+        EDGES_CUT.path(0),
+        EDGES_CUT.src,
+        (*(EDGES_CUT.path(dst) for dst in range(TASKS)), receipt_path(EDGES_CUT.directory, EDGES_CUT.src)),
+        f"{pass_dir(0)}/{EDGES_CUT.src:05d}",
+    ),
+    # the write stage's task 0: the cluster files of ranks 0-2 and its receipt, from the labels sent to it
+    CutShort(
+        "clusters",
+        "dedup_clusters_write",
+        clusters_path(1),
+        0,
+        (*(clusters_path(r) for r in range(3)), receipt_path(ClusterWrite.directory, 0)),
+        f"{ClusterNumbers.directory}/00000",
+    ),
+)
+
+
+def identities(folder: Path, names: list[str]) -> dict[str, tuple[int, int]]:
+    return {name: ((folder / name).stat().st_ino, (folder / name).stat().st_mtime_ns) for name in names}
+
+
+@pytest.mark.parametrize("damage", CUT_SHORT, ids=lambda damage: damage.what)
+def test_file_cut_short_after_its_receipt_is_redone_on_the_local_executor(planted, tmp_path, damage):
+    """A stage runs to its end (receipts, completion markers), then one of its committed files is cut short (a disk
+    fault after its task finished): a first large-star's edge file, a cluster file. While the inputs of the task
+    that wrote it are gone, the resumed run stops on that file with its one-line error and drops nothing. With them
+    back, the resumed run drops that task's receipt and completion marker and runs it again, and only it: its files
+    are written again, the other task's are untouched, and the clusters are the union-find's."""
+    base, config = planted
+    config = replace(config, cluster_tasks=TASKS, cluster_memory_mb=SMALL_CAP)
+    out, logs = tmp_path / "c", tmp_path / "logs"
+    rerun = drop_completions(lambda stage: f"{logs}/{stage}")
+    args = ("dedup", str(base / "pairs"), str(base / "sigs"), str(out), config, "minhash", rerun)
+    with pytest.raises(_Stopped):
+        run_local_executor(args, logs, after=stop_after(damage.stage))
+    cut, completion = out / damage.cut, logs / damage.stage / "completions" / f"{damage.task:05d}"
+    os.truncate(cut, cut.stat().st_size - 100)  # its footer and some records
+    written = [str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and not p.name.endswith(".tmp")]
+    before = identities(out, written)
+    others = [name for name in written if name not in damage.files]
+    assert all(name in written for name in damage.files)
+    (out / damage.inputs).rename(tmp_path / "aside")  # what the task would read again
+    with pytest.raises(CorruptFileError, match=rf"{re.escape(damage.cut)}: truncated") as stopped:
+        run_local_executor(args, logs)
+    assert "\n" not in str(stopped.value)
+    assert identities(out, damage.files) == {name: before[name] for name in damage.files} and completion.exists()
+    (tmp_path / "aside").rename(out / damage.inputs)
+    checked: list[str] = []
+
+    def check(stage: str) -> None:
+        """Once the damaged task ran again, before the work folder is cleared: only its files are new."""
+        if (
+            stage == damage.stage
+            and completion.exists()
+            and identities(out, [damage.cut]) != {damage.cut: before[damage.cut]}
+        ):
+            assert identities(out, damage.files).items().isdisjoint(before.items())
+            still = [name for name in others if (out / name).exists()]
+            assert len(still) >= len(damage.files) and identities(out, still) == {n: before[n] for n in still}
+            checked.append(stage)
+
+    run_local_executor(args, logs, after=check)
+    assert checked == [damage.stage]
+    single, ours = read_clusters(base / "single", config, 5), read_clusters(out, config, 5)
+    assert all(np.array_equal(a, b) for a, b in zip(single, ours, strict=True))
+    assert json.loads((out / "summary.json").read_text()) == json.loads((base / "single" / "summary.json").read_text())
+    assert not (out / "work").exists()

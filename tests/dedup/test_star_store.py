@@ -18,7 +18,7 @@ from datatrove.io import get_datafolder
 from dedup.extsort import KEYED
 from dedup.formats import clusters_path
 from dedup.records import open_records
-from dedup.star import EDGE_KIND, pass_dir, receipt_path
+from dedup.star import EDGE_KIND, drop_completions, pass_dir, receipt_path
 from tests.dedup.test_star import SMALL_CAP, kill_when_held, plant, read_clusters, run_local_executor
 from tests.support.cluster_holds import TASKS
 from tests.support.holding_proxy import HoldingProxy
@@ -28,6 +28,8 @@ BUCKET = "run"
 HELD_TASK = 1
 # the first large-star's task 1 commits its file for task 0, then its file for task 1 (held), then its receipt
 COMMITTED, HELD = (f"{pass_dir(1)}/{dst:05d}/{HELD_TASK:05d}.edges" for dst in range(TASKS))
+TASK_0 = [f"{pass_dir(1)}/{dst:05d}/00000.edges" for dst in range(TASKS)]  # the other task's, whole
+CUT_SHORT = TASK_0[0]
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +49,10 @@ def run_through(endpoint: str, *args: object) -> None:
 def test_killed_between_two_committed_edge_files_on_the_store(planted_small, s3, tmp_path, monkeypatch):  # noqa: F811
     """Signatures, pairs, clusters and logs in a bucket. A HoldingProxy holds the first large-star task 1's upload
     of its second edge file, and the run is SIGKILLed there: its first edge file committed, its second and its
-    receipt not, no completion marker. The rerun writes exactly that task's files of the pass again, and the
-    clusters, ids and sizes are the union-find's, with nothing left in the bucket beside them."""
+    receipt not, no completion marker. Then task 0's first edge file, whose receipt and completion marker are there,
+    is cut short on the store. The rerun writes exactly the two tasks' files of the pass again (task 0's once its
+    file is found short, before the next pass), and the clusters, ids and sizes are the union-find's, with nothing
+    left in the bucket beside them."""
     base, config = planted_small
     config = replace(config, cluster_tasks=TASKS, cluster_memory_mb=SMALL_CAP)
     s3.make_bucket(BUCKET)
@@ -56,7 +60,8 @@ def test_killed_between_two_committed_edge_files_on_the_store(planted_small, s3,
     for folder in ("sigs", "pairs"):
         fs.put(str(base / folder), f"{BUCKET}/{folder}", recursive=True)
     root, logs = f"s3://{BUCKET}", f"s3://{BUCKET}/logs"
-    args = ("dedup", f"{root}/pairs", f"{root}/sigs", f"{root}/clusters", config, "minhash")
+    rerun = drop_completions(lambda stage: f"{logs}/{stage}")
+    args = ("dedup", f"{root}/pairs", f"{root}/sigs", f"{root}/clusters", config, "minhash", rerun)
     scratch = tmp_path / "scratch"  # the tasks' sort runs and staged files: the node's disk
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
@@ -76,6 +81,8 @@ def test_killed_between_two_committed_edge_files_on_the_store(planted_small, s3,
     completions = f"{BUCKET}/logs/dedup_clusters_pass_001/completions"
     assert fs.ls(completions) == [f"{completions}/00000"]
     killed = set(scratch.glob("cc2model-spill-*"))  # the killed task's own: a SIGKILL removes nothing
+    short = f"{BUCKET}/clusters/{CUT_SHORT}"
+    fs.pipe_file(short, fs.cat_file(short)[:-100])  # a finished task's object truncated on the store
 
     writes = rb"(PUT|POST) /" + f"{BUCKET}/clusters/{pass_dir(1)}/".encode() + rb"[^ ?]*"
     with HoldingProxy(s3.port, writes, let_through=1 << 30) as recorder, monkeypatch.context() as env:
@@ -84,7 +91,7 @@ def test_killed_between_two_committed_edge_files_on_the_store(planted_small, s3,
         run_local_executor(args, logs)
     clear_clients()
     rewritten = sorted(line.split()[1].decode() for line in recorder.matched)
-    again = [COMMITTED, HELD, receipt_path(pass_dir(1), HELD_TASK)]
+    again = [COMMITTED, HELD, receipt_path(pass_dir(1), HELD_TASK), *TASK_0, receipt_path(pass_dir(1), 0)]
     assert rewritten == sorted(f"/{BUCKET}/clusters/{path}" for path in again)
 
     fs = fsspec.filesystem("s3", skip_instance_cache=True)
