@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.storage import as_path
+from common.storage import as_path, filesystem, is_remote
 
 CURATED = "curated"
 DEDUPED = "deduped"
@@ -27,8 +27,17 @@ def kept_documents_dir(run_dir: str | Path) -> Path | None:
 
 
 def parquet_under(folder: str | Path) -> list[Path]:
-    """Visible parquet files anywhere under ``folder`` (unsorted); [] when it is not a folder."""
+    """Visible parquet files anywhere under ``folder`` (unsorted); [] when it is not a folder.
+
+    On a store one listing of the keys below it (the folder test and the recursive glob were a HEAD and
+    four listings, and a HEAD per file, one after another: the run's report asks it of ``deduped/``)."""
     folder = as_path(folder)
+    if is_remote(folder):
+        fs, inner = filesystem(folder)
+        inner = inner.rstrip("/")
+        names = fs.files_under(inner) if hasattr(fs, "files_under") else fs.find(inner)
+        found = [folder / name[len(inner) + 1 :] for name in names if name.startswith(f"{inner}/") and name[-1] != "/"]
+        return [p for p in found if p.name.endswith(".parquet") and is_visible(p)]
     if not folder.is_dir():
         return []
     return [p for p in folder.rglob("*.parquet") if p.is_file() and is_visible(p)]

@@ -116,6 +116,13 @@ class RunStoreS3FileSystem(S3FileSystem):
     async def _size(self, path: str) -> int:
         return (await self._object_info(path))["size"]
 
+    def files_under(self, path: str) -> list[str]:
+        """The keys below the folder ``path`` (full names, sorted) by one listing; none when there are none.
+        ``find`` lists the same, then, finding nothing, asks whether ``path`` is itself a file (a HEAD and
+        another listing): the run asks it of every stage's completions, which a first run finds empty."""
+        parent, _, name = self._strip_protocol(path).rstrip("/").rpartition("/")
+        return sorted(self.find(parent, prefix=f"{name}/")) if parent else sorted(self.find(name))
+
     def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
         details = kwargs.pop("details", None)
         handle = super()._open(path, mode=mode, **kwargs)

@@ -8,8 +8,11 @@ there, which is why ``upload_folder`` and ``FolderUpload.finish`` send it after 
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ from typing import Any
 from common.lock import LOCK_NAME
 from common.object_lock import READERS
 from common.run_dir import KEPT_ORDER, is_visible
-from common.storage import filesystem
+from common.storage import filesystem, is_remote
 
 
 def _lock_object(rel: str) -> bool:
@@ -79,6 +82,66 @@ def download_input(url: str, local: Path) -> Path:
         return target
     download_folder(url, local)
     return local
+
+
+FETCH_AHEAD = 4  # store files a reader's ``FetchAhead`` holds in the scratch or has on the way
+
+
+class FetchAhead:
+    """Store files copied into the scratch (``tempfile``) in the order a reader will ask for them, up to
+    ``ahead`` at a time before it: each file comes down by one GET while the reader works on the one before,
+    where opening each in turn waited for a HEAD (its size and ETag), then a GET for its footer and another
+    for its data (the report, ``bench.object_store --latency-ms``). The reader deletes a copy once read
+    (``take`` hands it over), so the scratch holds at most ``ahead`` files; a file not in the order, or never
+    asked for, leaves the reader opening the store's file itself."""
+
+    def __init__(self, paths: list[Any], ahead: int = FETCH_AHEAD) -> None:
+        self._order = [str(p) for p in paths]
+        self._next, self._ahead = 0, ahead
+        self._on_way: dict[str, Future] = {}
+        self._dir = Path(tempfile.mkdtemp(prefix="fetch-"))
+        self._pool = ThreadPoolExecutor(ahead, thread_name_prefix="fetch")
+        self._fill()
+
+    def _get(self, index: int, url: str) -> Path:
+        fs, key = filesystem(url)
+        local = self._dir / f"{index:06d}"
+        fs.get_file(key, str(local))
+        return local
+
+    def _fill(self) -> None:
+        while self._next < len(self._order) and len(self._on_way) < self._ahead:
+            url = self._order[self._next]
+            if url not in self._on_way:  # a file listed twice comes down once
+                self._on_way[url] = self._pool.submit(self._get, self._next, url)
+            self._next += 1
+
+    def take(self, path: Any) -> Path | None:
+        """The local copy of ``path`` (the caller deletes it), None when it is not on its way."""
+        future = self._on_way.pop(str(path), None)
+        if future is None:
+            return None
+        try:
+            return future.result()
+        finally:
+            self._fill()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def fetch_ahead(paths: list[Any], ahead: int = FETCH_AHEAD) -> Iterator[FetchAhead | None]:
+    """A ``FetchAhead`` of ``paths`` when they are on a store, None for local files; its copies removed after."""
+    if not paths or not is_remote(paths[0]):
+        yield None
+        return
+    ahead_files = FetchAhead(paths, ahead)
+    try:
+        yield ahead_files
+    finally:
+        ahead_files.close()
 
 
 def upload_files(files: dict[str, Path], url: str) -> None:

@@ -38,17 +38,28 @@ def process_cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def record_cpu(root: Path, key: str, seconds: float) -> None:
-    """Add ``seconds`` to ``root/cpu.json[key]``: a resumed run adds what each invocation spent (a killed one's
-    work is lost with it, so the figure is what the finished work cost at least). ``--calibrate`` reads it."""
-    from common.atomic import atomic_write_text
-    from common.storage import read_or_none
+class CpuLedger:
+    """``root/cpu.json``: CPU seconds per key (a stage, the whole process); a resumed run adds what each
+    invocation spent to what the earlier ones recorded (a killed one's work is lost with it, so the figure is
+    what the finished work cost at least). ``--calibrate`` reads it.
 
-    path = root / CPU_FILE
-    recorded = read_or_none(path)
-    spent = json.loads(recorded) if recorded is not None else {}
-    spent[key] = round(spent.get(key, 0.0) + seconds, 3)
-    atomic_write_text(path, json.dumps(spent, indent=2))
+    The file is read once, when the first figure is added, and kept here: the run lock makes this process
+    its only writer, so a later stage writes the sums without reading them back (on a store a GET saved per
+    stage, one round trip the run waited for). One ledger per invocation: a new run reads the file again."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / CPU_FILE
+        self._spent: dict[str, float] | None = None
+
+    def add(self, key: str, seconds: float) -> None:
+        from common.atomic import atomic_write_text
+        from common.storage import read_or_none
+
+        if self._spent is None:
+            recorded = read_or_none(self.path)
+            self._spent = json.loads(recorded) if recorded is not None else {}
+        self._spent[key] = round(self._spent.get(key, 0.0) + seconds, 3)
+        atomic_write_text(self.path, json.dumps(self._spent, indent=2))
 
 
 @dataclass(frozen=True)

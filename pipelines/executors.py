@@ -9,16 +9,19 @@ cluster, sized to it; its options (``ray``: a ``RayOptions``, ``workers_set``) c
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from datatrove.executor.base import PipelineExecutor
 from datatrove.executor.local import LocalPipelineExecutor
 
+from common.storage import on_object_store
 from pipelines.errors import ExecutorError
 from pipelines.layout import StageFolder
 
-__all__ = ["EXECUTORS", "ExecutorError", "make_executor"]
+__all__ = ["EXECUTORS", "ExecutorError", "RunLocalExecutor", "make_executor"]
 
 
 class RunLocalExecutor(LocalPipelineExecutor):
@@ -31,11 +34,24 @@ class RunLocalExecutor(LocalPipelineExecutor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._completed: frozenset[str] | None = None  # listed once, then travels with the pickled executor
+        self._marker: Future | None = None  # a task's completion marker on its way (a store)
 
     def _completed_now(self) -> frozenset[str]:
         if self._completed is None:
-            self._completed = frozenset(self.logging_dir.list_files("completions"))
+            folder, fs = self.logging_dir, self.logging_dir.fs
+            if hasattr(fs, "files_under"):  # s3:// (common.s3_store): one listing, also when it finds none
+                names = fs.files_under(folder._join("completions"))
+                self._completed = frozenset(f"completions/{name.rsplit('/', 1)[-1]}" for name in names)
+            else:
+                self._completed = frozenset(folder.list_files("completions"))
         return self._completed
+
+    def list_completions(self) -> float:
+        """List the stage's completed tasks now (``run`` uses the answer); the seconds the listing took."""
+        started = time.perf_counter()
+        self._completed = None
+        self._completed_now()
+        return time.perf_counter() - started
 
     def is_rank_completed(self, rank: int) -> bool:
         return self.skip_completed and f"completions/{rank:05d}" in self._completed_now()
@@ -52,6 +68,25 @@ class RunLocalExecutor(LocalPipelineExecutor):
             return super().run()
         finally:
             self._completed = None
+
+    def mark_rank_as_completed(self, rank: int) -> None:
+        """On a store the marker goes up while datatrove closes the task's log (its upload, one round trip
+        after the marker's): the marker vouches for the task's outputs and stats, both landed before it is
+        sent, not for its log. ``_run_for_rank`` waits for it and raises its failure."""
+        if not on_object_store(self.logging_dir.fs):
+            super().mark_rank_as_completed(rank)
+            return
+        marking = ThreadPoolExecutor(1, thread_name_prefix="completion")
+        self._marker = marking.submit(super().mark_rank_as_completed, rank)
+        marking.shutdown(wait=False)
+
+    def _run_for_rank(self, rank: int, local_rank: int = 0, node_rank: int = -1) -> Any:
+        try:
+            return super()._run_for_rank(rank, local_rank, node_rank)
+        finally:
+            marker, self._marker = self._marker, None
+            if marker is not None:
+                marker.result()
 
 
 def local_executor(pipeline: list, tasks: int, workers: int, logging_dir: StageFolder, **_: Any) -> PipelineExecutor:

