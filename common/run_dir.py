@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.storage import as_path, filesystem, is_remote
+from common.storage import as_path, filesystem, is_remote, keys_under
 
 CURATED = "curated"
 DEDUPED = "deduped"
@@ -35,8 +35,7 @@ def parquet_under(folder: str | Path) -> list[Path]:
     if is_remote(folder):
         fs, inner = filesystem(folder)
         inner = inner.rstrip("/")
-        names = fs.files_under(inner) if hasattr(fs, "files_under") else fs.find(inner)
-        found = [folder / name[len(inner) + 1 :] for name in names if name.startswith(f"{inner}/") and name[-1] != "/"]
+        found = [folder / name[len(inner) + 1 :] for name in keys_under(fs, inner) if name[-1] != "/"]
         return [p for p in found if p.name.endswith(".parquet") and is_visible(p)]
     if not folder.is_dir():
         return []

@@ -100,6 +100,15 @@ def filesystem(path: str | os.PathLike[str], **options: Any) -> tuple[fsspec.Abs
     return fsspec.core.url_to_fs(str(path), **options)
 
 
+def keys_under(fs: fsspec.AbstractFileSystem, key: str) -> list[str]:
+    """The keys below the folder ``key`` (full names, sorted; not ``key`` itself), by one listing: ``s3://``'s
+    ``files_under`` (``common.s3_store``: ``find`` that finds nothing asks again whether ``key`` is a file, a HEAD
+    and another listing), ``find`` on other file systems."""
+    key = key.rstrip("/")
+    names = fs.files_under(key) if hasattr(fs, "files_under") else fs.find(key)
+    return sorted(name for name in names if name.startswith(f"{key}/"))
+
+
 def scratch_name(path: str | os.PathLike[str]) -> str:
     """A file name for a local copy of ``path``'s object (its last component)."""
     return PurePosixPath(str(path).rstrip("/")).name or "object"
@@ -180,7 +189,7 @@ def files_by_folder(folder: str | os.PathLike[str], pattern: str = "*") -> dict[
     else:
         fs, inner = filesystem(folder)
         inner = inner.rstrip("/")
-        found = sorted(name[len(inner) + 1 :] for name in fs.find(inner))
+        found = [name[len(inner) + 1 :] for name in keys_under(fs, inner)]
     for rel in found:
         sub, _, name = rel.partition("/")
         if name and "/" not in name and fnmatch(name, pattern):

@@ -20,7 +20,7 @@ from typing import Any
 from common.lock import LOCK_NAME
 from common.object_lock import READERS
 from common.run_dir import KEPT_ORDER, is_visible
-from common.storage import filesystem, is_remote
+from common.storage import filesystem, is_remote, keys_under
 
 
 def _lock_object(rel: str) -> bool:
@@ -31,7 +31,7 @@ def _lock_object(rel: str) -> bool:
 
 def _objects_under(fs: Any, key: str) -> list[str]:
     """The data objects under `key` (one listing; not the folder's lock or readers' leases)."""
-    return [name for name in fs.find(key) if name != key and not _lock_object(name[len(key) + 1 :])]
+    return [name for name in keys_under(fs, key) if not _lock_object(name[len(key) + 1 :])]
 
 
 def _fetch(fs: Any, key: str, found: list[str], local: Path) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Any
 from datatrove.executor.base import PipelineExecutor
 from datatrove.executor.local import LocalPipelineExecutor
 
-from common.storage import on_object_store
+from common.storage import keys_under, on_object_store
 from pipelines.errors import ExecutorError
 from pipelines.layout import StageFolder
 
@@ -39,8 +39,8 @@ class RunLocalExecutor(LocalPipelineExecutor):
     def _completed_now(self) -> frozenset[str]:
         if self._completed is None:
             folder, fs = self.logging_dir, self.logging_dir.fs
-            if hasattr(fs, "files_under"):  # s3:// (common.s3_store): one listing, also when it finds none
-                names = fs.files_under(folder._join("completions"))
+            if on_object_store(fs):  # one listing, also when it finds none
+                names = keys_under(fs, folder._join("completions"))
                 self._completed = frozenset(f"completions/{name.rsplit('/', 1)[-1]}" for name in names)
             else:
                 self._completed = frozenset(folder.list_files("completions"))
