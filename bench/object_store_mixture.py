@@ -95,11 +95,15 @@ def rounds(
     for i in range(repeats):
         for name in BUILDS[i % 3 :] + BUILDS[: i % 3]:
             if name == "local":
-                times[name].append(mixture_once(run_dir, tok, tmp / f"mixture-{i}", server, False, tokens_per_file))
+                times[name].append(
+                    mixture_once(run_dir, tok, tmp / f"mixture-{i}", server, tokens_per_file=tokens_per_file)
+                )
                 continue
             offset = log.stat().st_size
             out = Path(f"mixture-{i}-{'after' if name != 's3' else 'streamed'}")
-            times[name].append(mixture_once(remote, tok, out, server, name != "s3", tokens_per_file))
+            times[name].append(
+                mixture_once(remote, tok, out, server, upload_after=name != "s3", tokens_per_file=tokens_per_file)
+            )
             time.sleep(0.3)  # the server's last log lines
             sent[name] = requests(log, offset, by_key=True)
     return times, sent
