@@ -32,6 +32,7 @@ from common.ray_cluster.executor import GIB, RayResourceError, fit_resources
 from tests.support.cli import REPO, run_cli
 from tests.support.mirror import write_mirror
 from tests.support.processes import alive, descendants, wait_gone
+from tests.support.run_compare import local_sample_without_dedup  # noqa: F401
 
 RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(RAY is None, reason="ray is not installed")]
@@ -184,15 +185,14 @@ def mirror(tmp_path_factory) -> tuple[list[str], Path]:
 
 
 @pytest.fixture(scope="module")
-def sample_runs(ray_head: str, tmp_path_factory) -> tuple[Path, Path, str]:
+def sample_runs(ray_head: str, local_sample_without_dedup: Path, tmp_path_factory) -> tuple[Path, Path, str]:  # noqa: F811
     """The ``sample`` source curated locally and on Ray: (local run dir, Ray run dir, the Ray driver's stdout)."""
     out = tmp_path_factory.mktemp("sample")
-    run_cli("pipelines.run", "sample", "--no-dedup", "--out", str(out / "local"))
     proc = run_cli(
         "pipelines.run", "sample", "--executor", "ray", "--ray-address", ray_head, "--no-dedup", "--out",
         str(out / "ray"),
     )  # fmt: skip
-    return out / "local" / "sample", out / "ray" / "sample", proc.stdout
+    return local_sample_without_dedup, out / "ray" / "sample", proc.stdout
 
 
 def test_sample_on_ray_equals_local(sample_runs: tuple[Path, Path, str]) -> None:

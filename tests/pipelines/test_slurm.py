@@ -21,6 +21,7 @@ from common.slurm import SlurmError, parse_time
 from pipelines.run import main as run_main
 from tests.support.cli import REPO, run_cli
 from tests.support.mirror import write_mirror
+from tests.support.run_compare import local_sample_without_dedup  # noqa: F401
 from tests.support.slurm_cluster import SlurmCluster, cluster_or_skip
 
 CRAWL = "CC-MAIN-2024-18"
@@ -110,17 +111,21 @@ def test_bad_input_is_one_line_and_nothing_is_submitted(slurm: SlurmCluster, tmp
 
 
 @pytest.mark.e2e
-def test_sample_detached_on_slurm_equals_local(slurm: SlurmCluster, tmp_path) -> None:
+def test_sample_detached_on_slurm_equals_local(
+    slurm: SlurmCluster,
+    local_sample_without_dedup: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     """``--detach`` submits the driver and returns; the driver's arrays give the local executor's run."""
-    run_cli("pipelines.run", "sample", "--no-dedup", "--out", str(tmp_path / "local"))
+    reference = local_sample_without_dedup
     args = ("pipelines.run", "sample", "--executor", "slurm", "--no-dedup", "--out", str(tmp_path / "slurm"))
-    proc = run_cli(*args, "--detach", "--cost-from", str(tmp_path / "local" / "sample"))
+    proc = run_cli(*args, "--detach", "--cost-from", str(reference))
     first, *_ = proc.stdout.splitlines()
     # the local run's own figures, printed before the submission: 1 WARC file, its documents, its step time
-    local = json.loads((tmp_path / "local/sample/stats.json").read_text())["stages"]["curate"]["steps"]
+    local = json.loads((reference / "stats.json").read_text())["stages"]["curate"]["steps"]
     assert first.startswith("[slurm] cost: curate array of 1 task(s) x 1 CPU for 1 WARC file(s), 1.1 MB, ")
     assert f"~{local[1]['in']} documents x {sum(s['time_s'] for s in local) / local[1]['in'] * 1000:.1f} ms" in first
-    assert f"(per-document cost of the finished run {tmp_path / 'local' / 'sample'})" in first
+    assert f"(per-document cost of the finished run {reference})" in first
     assert "of its --slurm-time 4:00:00, at most 4 CPU-hours reserved" in first
     job = proc.stdout.split("as Slurm job ")[1].split()[0]
     assert "progress: tail -f" in proc.stdout
@@ -129,7 +134,7 @@ def test_sample_detached_on_slurm_equals_local(slurm: SlurmCluster, tmp_path) ->
     driver_log = (run_dir / "logs" / f"slurm-driver-{job}.out").read_text()
     assert "[slurm] curate: 1/1 tasks done" in driver_log, driver_log[-3000:]
     assert (run_dir / "logs/curate/launch_script.slurm").exists()
-    _same_run(tmp_path / "local" / "sample", run_dir)
+    _same_run(reference, run_dir)
 
 
 def _at_a_terminal(args: list[str], answer: str) -> tuple[int, str]:

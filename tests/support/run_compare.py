@@ -84,9 +84,18 @@ def stats_without_times(text: str) -> dict:
 
 
 @pytest.fixture(scope="session")
-def local_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def local_sample(sample_run: Path) -> Path:
     """``python -m pipelines.run sample --workers 2`` to a local folder (the command the store runs repeat): its
-    run directory."""
-    out = tmp_path_factory.mktemp("local-sample")
-    run_cli("pipelines.run", "sample", "--out", str(out), "--workers", "2")
+    run directory. The session's quickstart run (``sample_run``) is that command plus ``--train``, whose chain
+    adds its own folders and leaves ``curated/``, ``deduped/``, ``removed/`` and ``stats.json`` as they were:
+    one sample run fewer per session."""
+    return sample_run
+
+
+@pytest.fixture(scope="session")
+def local_sample_without_dedup(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``python -m pipelines.run sample --no-dedup`` to a local folder, once per session (the reference of the
+    Ray and Slurm runs of the same command): its run directory."""
+    out = tmp_path_factory.mktemp("local-sample-without-dedup")
+    run_cli("pipelines.run", "sample", "--no-dedup", "--out", str(out))
     return out / "sample"
