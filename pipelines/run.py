@@ -389,7 +389,7 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
         if args.detach:
             return slurm_cli.submit_driver(argv, args, out / source.dump)
         scratch = scratch_dir(args.scratch)
-        run_lock = acquire_output_lock(out / source.dump, "pipelines.run")  # one writer, until the end
+        run_lock = acquire_output_lock(out / source.dump, "pipelines.run", checked=True)  # one writer, to the end
         stack.callback(run_lock.release)
         stack.enter_context(scratch)
         layout = prepare_run(recipe, source, out, argv, against)
