@@ -71,7 +71,9 @@ def _open_with_size(path: str | os.PathLike[str]) -> tuple[BinaryIO, int]:
     if isinstance(path, (str, bytes, os.PathLike)):
         raw = open_regular(path)
         return raw, os.fstat(raw.fileno()).st_size
-    return path.open("rb"), path.stat().st_size  # type: ignore[attr-defined]
+    handle = path.open("rb")  # type: ignore[attr-defined]
+    size = getattr(handle, "size", None)  # fsspec's file knows it from its open (on a store a stat is a HEAD more)
+    return handle, size if isinstance(size, int) else path.stat().st_size  # type: ignore[attr-defined]
 
 
 def open_bounded(path: str | os.PathLike[str], limit: int = MAX_DATA_BYTES) -> BinaryIO:

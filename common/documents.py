@@ -20,6 +20,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -56,11 +57,37 @@ def folder_schema(folder: DataFolderLike, extra: Sequence[pa.Field] = ()) -> pa.
     for name in files:
         with source.open(name, "rb") as f:
             schemas.append(pq.read_schema(f))
-    schema = pa.unify_schemas(schemas, promote_options="permissive")
+    return _with_fields(pa.unify_schemas(schemas, promote_options="permissive"), extra)
+
+
+def _with_fields(schema: pa.Schema, extra: Sequence[pa.Field]) -> pa.Schema:
     for field in extra:
         if field.name not in schema.names:
             schema = schema.append(field)
     return schema
+
+
+class SharedSchema:
+    """``folder_schema`` of one folder, read once for every writer of a task that is given this object as its
+    ``schema_from`` (each writer listed the folder and opened its files: on a store three round trips apiece,
+    one after another, before the task's first document was written). It travels with the pipeline: the
+    copy each task process gets reads the folder once, when its first writer needs the schema."""
+
+    def __init__(self, folder: DataFolderLike) -> None:
+        self.folder = folder
+        self._read = False
+        self._schema: pa.Schema | None = None
+
+    def schema(self, extra: Sequence[pa.Field] = ()) -> pa.Schema | None:
+        if not self._read:
+            self._schema, self._read = folder_schema(self.folder), True
+        return None if self._schema is None else _with_fields(self._schema, extra)
+
+    def __getstate__(self) -> dict:
+        return {"folder": self.folder, "_read": False, "_schema": None}  # a task's copy reads the folder as it is
+
+    def __str__(self) -> str:
+        return str(self.folder)
 
 
 def open_parquet(path: str | os.PathLike[str]) -> pq.ParquetFile:
@@ -119,7 +146,7 @@ class DocumentWriter(ParquetWriter):
         self,
         output_folder: DataFolderLike,
         schema: pa.Schema | None = None,
-        schema_from: DataFolderLike | None = None,
+        schema_from: DataFolderLike | SharedSchema | None = None,
         extra_fields: Sequence[pa.Field] = (),
         output_filename: str = "${rank}.parquet",
     ):
@@ -144,7 +171,9 @@ class DocumentWriter(ParquetWriter):
     def _default_adapter(self, document: Document) -> dict:
         """One row of the schema: the text as it is, the id as a string, each column from the metadata."""
         if self.schema is None:
-            self.schema = folder_schema(self.schema_from, self.extra_fields)
+            shared = isinstance(self.schema_from, SharedSchema)
+            read = self.schema_from.schema if shared else partial(folder_schema, self.schema_from)
+            self.schema = read(self.extra_fields)
             if self.schema is None:
                 raise FileNotFoundError(f"no parquet file in {self.schema_from} to take the schema from")
         if self._columns is None or self._columns[0] is not self.schema:

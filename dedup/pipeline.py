@@ -30,8 +30,8 @@ from datatrove.pipeline.readers import ParquetReader
 from fsspec.implementations.local import LocalFileSystem
 
 from common.bounded_input import InputRefused, refuse_parquet_bomb
-from common.documents import DOCUMENT_GLOB, DocumentWriter
-from common.storage import join
+from common.documents import DOCUMENT_GLOB, DocumentWriter, SharedSchema
+from common.storage import join, keys_under, on_object_store
 from dedup.bff_stage import REMOVED_COLUMN, BffDedup, BffFilter
 from dedup.buckets import DedupBuckets
 from dedup.config import DedupConfig
@@ -90,7 +90,11 @@ def document_reader(input_folder: DataFolderLike) -> ParquetReader:
 
 
 def count_input_files(input_folder: DataFolderLike) -> int:
+    """The document files (``DOCUMENT_GLOB``) below ``input_folder``; 0 when it is missing. On an object store
+    one listing (the folder's look-up and a glob's listing were three round trips, one after another)."""
     folder = get_datafolder(input_folder)
+    if on_object_store(folder.fs):  # the glob's match: any key below whose last part ends in .parquet
+        return sum(1 for key in keys_under(folder.fs, folder.path) if key.rsplit("/", 1)[-1].endswith(".parquet"))
     return len(folder.list_files(glob_pattern=DOCUMENT_GLOB)) if folder.exists("") else 0
 
 
@@ -150,14 +154,13 @@ def build_dedup_stages(
             yield from _key_stages(kind, input_folder, layout, config, doc_tasks, prefilters, rerun)
     if near == "minhash":  # the index is MinHash's band keys; BFF writes none
         yield from _index_stages(input_folder, layout, config, write_index)
+    schema = SharedSchema(input_folder)  # one listing and open of the input for the task's writers, not one each
     final_filters: list[PipelineStep] = [
         DedupFilter(
             layout.clusters(kind),
             config,
             kind,
-            exclusion_writer=DocumentWriter(
-                layout.removed(kind), schema_from=input_folder, extra_fields=[REASON_FIELD]
-            ),
+            exclusion_writer=DocumentWriter(layout.removed(kind), schema_from=schema, extra_fields=[REASON_FIELD]),
             annotate=False,
         )
         for kind in kinds
@@ -169,11 +172,9 @@ def build_dedup_stages(
             BffFilter(
                 layout.clusters("bff"),
                 config,
-                DocumentWriter(
-                    layout.removed("bff"), schema_from=input_folder, extra_fields=[*BFF_FIELDS, REASON_FIELD]
-                ),
+                DocumentWriter(layout.removed("bff"), schema_from=schema, extra_fields=[*BFF_FIELDS, REASON_FIELD]),
             ),
-            DocumentWriter(layout.deduped, schema_from=input_folder, extra_fields=BFF_FIELDS),
+            DocumentWriter(layout.deduped, schema_from=schema, extra_fields=BFF_FIELDS),
         ]
         yield "dedup_filter", bff_steps, doc_tasks
         return
@@ -186,17 +187,17 @@ def build_dedup_stages(
             "minhash",
             exclusion_writer=DocumentWriter(
                 layout.removed("minhash"),
-                schema_from=input_folder,
+                schema_from=schema,
                 extra_fields=[*CLUSTER_FIELDS, REASON_FIELD],
             ),
             cross_dump_folder=layout.clusters("cross_dump") if config.dedup_against else None,
             cross_dump_writer=DocumentWriter(
-                layout.removed("cross_dump"), schema_from=input_folder, extra_fields=[REASON_FIELD]
+                layout.removed("cross_dump"), schema_from=schema, extra_fields=[REASON_FIELD]
             )
             if config.dedup_against
             else None,
         ),
-        DocumentWriter(layout.deduped, schema_from=input_folder, extra_fields=CLUSTER_FIELDS),
+        DocumentWriter(layout.deduped, schema_from=schema, extra_fields=CLUSTER_FIELDS),
     ]
     yield "dedup_filter", filter_steps, doc_tasks
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import resource
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,13 +46,37 @@ class CpuLedger:
 
     The file is read once, when the first figure is added, and kept here: the run lock makes this process
     its only writer, so a later stage writes the sums without reading them back (on a store a GET saved per
-    stage, one round trip the run waited for). One ledger per invocation: a new run reads the file again."""
+    stage, one round trip the run waited for). One ledger per invocation: a new run reads the file again.
+    On a store the reads and writes go on in one background thread, in order, while the run lists its next
+    stage's completions (one round trip a stage fewer to wait for); ``written`` waits for them."""
 
     def __init__(self, root: Path) -> None:
         self.path = root / CPU_FILE
         self._spent: dict[str, float] | None = None
+        self._writer: ThreadPoolExecutor | None = None  # on a store: the one thread that reads and writes the file
+        self._pending: list[Future] = []
 
     def add(self, key: str, seconds: float) -> None:
+        from common.storage import is_remote
+
+        if not is_remote(self.path):
+            self._add(key, seconds)
+            return
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="cpu-ledger")
+        self._pending.append(self._writer.submit(self._add, key, seconds))
+
+    def written(self, quiet: bool = False) -> None:
+        """Wait until the figures added so far are in the file; a failed write raises (not with ``quiet``: the
+        run failed already). The run calls it before it forks task processes (none with a request on its way)."""
+        pending, self._pending = self._pending, []
+        for future in pending:
+            if quiet:
+                wait([future])
+            else:
+                future.result()
+
+    def _add(self, key: str, seconds: float) -> None:
         from common.atomic import atomic_write_text
         from common.storage import read_or_none
 

@@ -9,12 +9,13 @@ cluster, sized to it; its options (``ray``: a ``RayOptions``, ``workers_set``) c
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from datatrove.executor.base import PipelineExecutor
+from datatrove.executor.base import ExecutorJSONEncoder, PipelineExecutor
 from datatrove.executor.local import LocalPipelineExecutor
 
 from common.storage import keys_under, on_object_store
@@ -30,6 +31,10 @@ class RunLocalExecutor(LocalPipelineExecutor):
     in the task's own process: on a store a HEAD each, one round trip before any work) and a second listing
     for the ranks to run. The listing stays true for the stage: the run lock keeps any other writer out, and
     only this stage's tasks complete ranks. Once the stage ran, the question is asked of the store again."""
+
+    # the stage's executor.json on its way (a store); a class default, so that the executor.json it writes
+    # (datatrove's encoder takes the instance's attributes) holds the same keys as ever
+    _saving: Future | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -56,7 +61,29 @@ class RunLocalExecutor(LocalPipelineExecutor):
     def is_rank_completed(self, rank: int) -> bool:
         return self.skip_completed and f"completions/{rank:05d}" in self._completed_now()
 
+    def save_executor_as_json(self, indent: int = 4) -> None:
+        """On a store the stage's ``executor.json`` (a log, no output) goes up while datatrove starts the stage's
+        process manager, one round trip the stage waited for; ``get_incomplete_ranks``, which datatrove asks
+        next, before any task process is forked, waits for it and raises its failure."""
+        if not on_object_store(self.logging_dir.fs):
+            super().save_executor_as_json(indent)
+            return
+        text = json.dumps(self, cls=ExecutorJSONEncoder, indent=indent)  # datatrove's bytes, taken now
+        saving = ThreadPoolExecutor(1, thread_name_prefix="executor-json")
+        self._saving = saving.submit(self._write_executor_json, text)
+        saving.shutdown(wait=False)
+
+    def _write_executor_json(self, text: str) -> None:
+        with self.logging_dir.open("executor.json", "w") as f:
+            f.write(text)
+
+    def _saved(self) -> None:
+        saving = self.__dict__.pop("_saving", None)  # back to the class default
+        if saving is not None:
+            saving.result()
+
     def get_incomplete_ranks(self, ranks: Any = None, skip_completed: bool | None = None) -> list[int]:
+        self._saved()  # never fork the tasks' processes with a request of this process on its way
         if self._completed is None:  # not during run(): which ranks are missing now (the executor's errors)
             return super().get_incomplete_ranks(ranks, skip_completed)
         skip = self.skip_completed if skip_completed is None else skip_completed
@@ -68,6 +95,7 @@ class RunLocalExecutor(LocalPipelineExecutor):
             return super().run()
         finally:
             self._completed = None
+            self._saved()
 
     def mark_rank_as_completed(self, rank: int) -> None:
         """On a store the marker goes up while datatrove closes the task's log (its upload, one round trip

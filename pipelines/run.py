@@ -30,7 +30,7 @@ from common.ray_cluster.executor import add_ray_arguments, ray_options
 from common.scratch import scratch_dir
 from common.slurm import SubmissionDeclined, confirm_submission
 from common.slurm_arrays import SlurmTasksFailed
-from common.storage import StorageError, as_path, check_store, is_remote, same_place
+from common.storage import StorageError, as_path, check_store, is_remote, read_or_none, same_place
 from common.uploads import uploads_before_completion
 from curate.pipeline import build_curate_pipeline
 from dedup.star import add_cluster_arguments, cluster_settings
@@ -158,8 +158,9 @@ def prepare_run(
     config = {"recipe": recipe.to_dict(), "source": {"base": source.base, "paths": list(source.paths)}}
     if dedup_against:  # only when given, so that runs made before the option still resume
         config["dedup_against"] = list(dedup_against)
-    if layout.run_json.exists():
-        previous = json.loads(layout.run_json.read_text())
+    recorded = read_or_none(layout.run_json)  # one GET on a store (exists, then a read, were four round trips)
+    if recorded is not None:
+        previous = json.loads(recorded)
         if previous.get("config") != json.loads(json.dumps(config)):
             raise ConfigError(
                 f"{layout.root} holds a run with a different recipe or inputs; name this run with --dump NAME, "
@@ -232,9 +233,11 @@ def run_stage(
     start = process_cpu_seconds()
     options = executor_options(args)
     executor = make_executor(args.executor, pipeline, tasks, workers, layout.stage_folder(name), **options)
-    if remote and name in STORE_BOUND_STAGES and isinstance(executor, RunLocalExecutor):
-        more = store_workers(args, tasks, executor.list_completions())  # the listing the stage needs anyway, timed
-        executor.workers = more or executor.workers
+    if remote and isinstance(executor, RunLocalExecutor):
+        listing_s = executor.list_completions()  # the listing the stage needs anyway (cpu.json goes up meanwhile)
+        if name in STORE_BOUND_STAGES:
+            executor.workers = store_workers(args, tasks, listing_s) or executor.workers
+    cpu.written()  # the last stage's figures in cpu.json before any task process is forked
     executor.run()
     if args.executor == "local":  # tasks elsewhere spend CPU this process cannot see
         cpu.add(name, process_cpu_seconds() - start)
@@ -274,10 +277,16 @@ def dedup_indexes(args: argparse.Namespace, recipe: Recipe, run_root: Path) -> t
 
 
 def run_dedup(
-    args: argparse.Namespace, recipe: Recipe, layout: RunLayout, cpu: CpuLedger, against: tuple[str, ...]
+    args: argparse.Namespace,
+    recipe: Recipe,
+    layout: RunLayout,
+    cpu: CpuLedger,
+    against: tuple[str, ...],
+    doc_tasks: int,
 ) -> dict[str, int]:
     """URL / exact passes (when the recipe asks), MinHash-LSH over this dump's curated documents (FineWeb:
-    per dump), [this dump's index], [matches against earlier dumps' indexes], stage after stage."""
+    per dump), [this dump's index], [matches against earlier dumps' indexes], stage after stage; ``doc_tasks``:
+    the curated document files (``curated_files``), one document task each."""
     from dedup.pipeline import build_dedup_stages
     from dedup.star import drop_completions
 
@@ -287,19 +296,23 @@ def run_dedup(
 
         print(plan_filter(config, str(layout.curated)).describe(), flush=True)  # pre-flight: BFF's memory
     rerun = drop_completions(layout.stage_folder)  # a cluster file damaged after its task finished: run it again
-    stages = build_dedup_stages(str(layout.curated), str(layout.root), config, write_index=write_index, rerun=rerun)
+    stages = build_dedup_stages(
+        str(layout.curated), str(layout.root), config, tasks=doc_tasks, write_index=write_index, rerun=rerun
+    )
     return {name: run_stage(args, layout, cpu, name, steps, n_tasks) for name, steps, n_tasks in stages}
 
 
-def curated_any(layout: RunLayout) -> bool:
-    """Whether curation wrote any document file (a recipe that drops every page writes none)."""
+def curated_files(layout: RunLayout) -> int:
+    """The document files curation wrote (a recipe that drops every page writes none): counted once, for the
+    dedup stages' task count too (on a store each count was a look-up and listings, one after another)."""
     from dedup.pipeline import count_input_files
 
-    return count_input_files(str(layout.curated)) > 0
+    return count_input_files(str(layout.curated))
 
 
-def print_summary(layout: RunLayout, stats: dict, report: Path) -> None:
-    """What the reader saw, the report's table of documents and tokens per step, and where everything is."""
+def print_summary(layout: RunLayout, stats: dict, report: Path, report_data: dict) -> None:
+    """What the reader saw, the report's table of documents and tokens per step (``report_data``: the
+    report.json just written, as read back), and where everything is."""
     from pipelines.report.data import reader_counters
     from pipelines.report.write import summary_table
 
@@ -307,7 +320,7 @@ def print_summary(layout: RunLayout, stats: dict, report: Path) -> None:
     skipped = ", ".join(f"{k}={v}" for k, v in counters.items() if k not in ("records", "input_files"))
     print(f"\nrun directory: {layout.root}")
     print(f"read {counters.get('input_files', 0)} WARC file(s), {counters.get('records', 0)} records; {skipped}")
-    print(summary_table(json.loads((report.parent / "report.json").read_text())))
+    print(summary_table(report_data))
     print(f"curated documents: {layout.curated}/*.parquet")
     if layout.deduped.exists():
         print(f"deduplicated documents: {layout.deduped}/*.parquet")
@@ -376,25 +389,29 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
         if args.detach:
             return slurm_cli.submit_driver(argv, args, out / source.dump)
         scratch = scratch_dir(args.scratch)
-        run_lock = acquire_output_lock(out / source.dump, "pipelines.run")  # one writer, until the end
+        run_lock = acquire_output_lock(out / source.dump, "pipelines.run", checked=True)  # one writer, to the end
         stack.callback(run_lock.release)
         stack.enter_context(scratch)
         layout = prepare_run(recipe, source, out, argv, against)
         children_die_with_me()  # a SIGKILLed run leaves no Manager server, pool worker or sandbox behind
         cpu = CpuLedger(layout.root)
+        stack.callback(cpu.written, quiet=True)  # before the lock is released, also when the run fails
         tasks = {"curate": run_curate(args, recipe, source, layout, cpu)}
-        kept_any = curated_any(layout)
+        curated = curated_files(layout)
+        kept_any = curated > 0
         if not kept_any:  # the dedup readers (datatrove's) stop at an empty folder; there is nothing to compare
             print("curation kept no documents: deduplication skipped", file=sys.stderr)
         elif recipe.dedup.enabled and not args.no_dedup:
-            tasks.update(run_dedup(args, recipe, layout, cpu, against))
-        from pipelines.report import add_evaluation, write_report
+            tasks.update(run_dedup(args, recipe, layout, cpu, against, curated))
+        from pipelines.report import add_evaluation
+        from pipelines.report.write import written_report
         from pipelines.stats import merge_run_stats
 
         if args.executor == "local":  # the whole process: interpreter, imports, every stage (pipelines.plan)
             cpu.add("process", process_cpu_seconds())
         stats = merge_run_stats(layout.root, list(tasks), tasks)
-        print_summary(layout, stats, write_report(layout.root))
+        cpu.written()
+        print_summary(layout, stats, *written_report(layout.root))
         if knobs is not None and not kept_any:
             raise ConfigError("--train: curation kept no documents: no tokenizer or model can be trained on them")
         if knobs is not None:

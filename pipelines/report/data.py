@@ -7,15 +7,17 @@ parquet files are only read for what stats cannot say (tokens, lengths, language
 
 from __future__ import annotations
 
+import errno
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from pathlib import Path
 
 from common.bounded_input import MAX_DATA_BYTES, read_json_bounded
 from common.documents import open_parquet
 from common.run_dir import CURATED, PREVIOUSLY, kept_documents_dir
-from common.storage import as_path, files_by_folder, is_remote
+from common.storage import as_path, files_by_folder, filesystem, is_remote, keys_under
 from dedup.pipeline import DedupLayout
 from filters.decontamination import REASON as CONTAMINATED
 from pipelines.layout import RunLayout
@@ -79,7 +81,18 @@ class DocSet:
 
     @classmethod
     def kept(cls, folder: Path) -> DocSet:
-        return cls("kept", f"kept ({folder.name}/)", sorted(folder.glob("*.parquet")))
+        return cls("kept", f"kept ({folder.name}/)", sorted(_parquet_in(folder)))
+
+
+def _parquet_in(folder: Path) -> list[Path]:
+    """The ``*.parquet`` files directly in ``folder``; on a store by one listing (a glob there was a HEAD and three
+    listings, one after another)."""
+    if not is_remote(folder):
+        return list(folder.glob("*.parquet"))
+    fs, inner = filesystem(folder)
+    inner = inner.rstrip("/")
+    names = [key[len(inner) + 1 :] for key in keys_under(fs, inner)]
+    return [folder / name for name in names if "/" not in name and fnmatch(name, "*.parquet")]
 
 
 @dataclass
@@ -171,16 +184,23 @@ def newly(run: RunInfo, which: str) -> tuple[list[DocSet], Callable[[dict], bool
     return list(run.removed), lambda row: row.get(PREVIOUSLY) == CURATED
 
 
+MISSING_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)  # what Path.exists takes for no file
+
+
 class RunUnreadable(FileNotFoundError):
     """A run directory whose record (stats.json, run.json) is not the JSON object a run writes: for the
     CLIs, a folder that is not a run, with the reason in one line (not a traceback)."""
 
 
-def _json_object(path: Path) -> dict:
-    """The JSON object in `path` (a FIFO or an oversized file refused, not read); else RunUnreadable."""
+def _json_object(path: Path, missing_ok: bool = False) -> dict | None:
+    """The JSON object in `path` (a FIFO or an oversized file refused, not read); else RunUnreadable. With
+    ``missing_ok``, None when there is no such file, as ``Path.exists`` tells it: the open answers that (on a
+    store ``exists`` was a HEAD and a listing, one after another, before the open)."""
     try:
         value = read_json_bounded(path, MAX_DATA_BYTES)
     except (OSError, ValueError) as err:
+        if missing_ok and (isinstance(err, FileNotFoundError) or getattr(err, "errno", None) in MISSING_ERRNOS):
+            return None
         raise RunUnreadable(f"{path}: not a record of a run ({err})") from None
     if not isinstance(value, dict):
         raise RunUnreadable(f"{path}: not a record of a run (a JSON {type(value).__name__}, not an object)")
@@ -190,11 +210,12 @@ def _json_object(path: Path) -> dict:
 def load_run(run_dir: Path) -> RunInfo:
     """Read ``run.json``, ``stats.json`` and the file lists of a run directory."""
     layout = RunLayout(as_path(run_dir))
-    if not layout.stats_json.exists():
+    stats = _json_object(layout.stats_json, missing_ok=True)
+    if stats is None:
         raise FileNotFoundError(f"{layout.stats_json} not found: not a finished run directory")
-    stats = _json_object(layout.stats_json)
-    record = next((p for p in (layout.run_json, layout.refilter_json) if p.exists()), None)
-    meta = _json_object(record) if record is not None else {}
+    meta = _json_object(layout.run_json, missing_ok=True)
+    if meta is None:
+        meta = _json_object(layout.refilter_json, missing_ok=True) or {}
     steps = filtering_steps(stats)
     kept = DocSet.kept(kept_documents_dir(layout.root) or layout.curated)
     return RunInfo(layout.root, meta, stats, steps, kept, _removed_sets(layout, steps))

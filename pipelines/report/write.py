@@ -215,6 +215,12 @@ def fine_tuning_section(root: Path) -> dict | None:
 
 def write_report(run_dir: Path) -> Path:
     """Write ``run_dir/report/`` (index.html, report.json, PNGs); return the index.html path."""
+    return written_report(run_dir)[0]
+
+
+def written_report(run_dir: Path) -> tuple[Path, dict]:
+    """``write_report``: the index.html path, and the report.json written as its reader gets it (the text parsed
+    again), for the summary's table without reading the file back (on a store a HEAD and a GET)."""
     run = load_run(as_path(run_dir))
     if not isinstance(run.stats.get("stages"), dict):  # a stats.json pipelines.run did not write
         raise RunUnreadable(f"{run.root / 'stats.json'}: not a finished run's stats (no `stages` object)")
@@ -226,17 +232,18 @@ def add_evaluation(run_dir: Path) -> Path:
     folder = as_path(run_dir) / "report"
     data = json.loads((folder / "report.json").read_text())
     root = as_path(run_dir)
-    return _write({**data, "evaluation": _evaluation(root), "fine_tuning": fine_tuning_section(root)}, folder)
+    return _write({**data, "evaluation": _evaluation(root), "fine_tuning": fine_tuning_section(root)}, folder)[0]
 
 
-def _write(data: dict, folder: Path) -> Path:
+def _write(data: dict, folder: Path) -> tuple[Path, dict]:
     with background_uploads():  # on a store each PNG uploads while the next is drawn; the page after them
         images = draw_all(data, folder)
-    for name, text in (("report.json", json.dumps(data, indent=1, default=str)), ("index.html", render(data, images))):
+    report_json = json.dumps(data, indent=1, default=str)
+    for name, text in (("report.json", report_json), ("index.html", render(data, images))):
         atomic_write_text(folder / name, text)
         if not is_remote(folder):
             (folder / name).chmod(0o644)  # a report is meant to be shared, whatever the umask
-    return folder / "index.html"
+    return folder / "index.html", json.loads(report_json)
 
 
 def summary_table(data: dict) -> str:
@@ -261,11 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run", type=as_path, help="run directory (OUT/<DUMP>), or an OUT folder holding one run")
     args = parser.parse_args(argv)
     try:
-        index = write_report(resolve_run_dir(args.run))
+        index, report = written_report(resolve_run_dir(args.run))
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(summary_table(json.loads((index.parent / "report.json").read_text())))
+    print(summary_table(report))
     print(f"report: {index}")
     return 0
 

@@ -4,20 +4,27 @@ files_by_folder, the local executor's completed tasks)."""
 
 from __future__ import annotations
 
+import json
+import pickle
 from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from datatrove.executor.base import ExecutorJSONEncoder
 from datatrove.io import get_datafolder
 
+from common.documents import DocumentWriter, SharedSchema, folder_schema
 from common.run_dir import kept_documents_dir, parquet_under
-from common.storage import files_by_folder, filesystem, read_files, read_matching, read_or_none
+from common.storage import as_path, files_by_folder, filesystem, read_files, read_matching, read_or_none
 from common.transfer import download_kept_documents, fetch_ahead
+from dedup.pipeline import count_input_files
 from dedup.records import open_sized
+from pipelines.costs import CpuLedger
 from pipelines.executors import local_executor
 from pipelines.layout import StageFolder
+from pipelines.report.data import DocSet, _json_object
 from pipelines.report.scan import count_rows, iter_batches
 from tests.support.s3_server import s3, s3_server_session  # noqa: F401
 
@@ -97,6 +104,10 @@ def test_the_driver_asks_every_stage_s_files_by_one_listing(s3, tmp_path: Path) 
     assert [executor.is_rank_completed(r) for r in range(3)] == [False, True, False]
     assert executor.get_incomplete_ranks() == [0, 2]
     assert calls == Counter(ListObjectsV2=1)  # not a HEAD per task, nor a second listing
+    executor.save_executor_as_json()  # goes up in the background; asking for the ranks to run waits for it
+    assert executor.get_incomplete_ranks() == [0, 2] and "_saving" not in vars(executor)
+    saved = fs.cat_file("grouped/run/logs/dedup_buckets/executor.json").decode()
+    assert saved == json.dumps(executor, cls=ExecutorJSONEncoder, indent=4)  # datatrove's own bytes
     calls.clear()
     first = local_executor([], 3, 2, StageFolder("s3://grouped/run", "dedup_index"))  # a stage not run yet
     assert [first.is_rank_completed(r) for r in range(3)] == [False, False, False]
@@ -132,6 +143,52 @@ def test_the_report_reads_each_store_file_once_fetched_ahead(s3, tmp_path: Path)
     assert not ahead._dir.exists()
     assert got.equals(pa.Table.from_batches(list(iter_batches(local))))
     assert calls == Counter(GetObject=5)  # opening each file in turn was a HEAD and two GETs
+
+
+def test_a_run_s_own_files_take_one_request_where_a_look_up_came_first(s3, tmp_path: Path) -> None:  # noqa: F811
+    """The driver's and the filter task's questions with an answer known from one request (a look-up came
+    first, one round trip each, one after another): the answers are the local twin's."""
+    s3.make_bucket("own")
+    fs, calls = counted("s3://own/run")
+    twin = tmp_path / "twin"
+    for rel in ("curated/00000.parquet", "curated/sub/00001.parquet", "deduped/00000.parquet"):
+        (twin / rel).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"text": ["a"], "id": [rel]}), twin / rel)
+        fs.put_file(str(twin / rel), f"own/run/{rel}")
+    for rel, text in (("stats.json", '{"stages": {}}'), ("run.json", '{"dump": "d"}')):
+        (twin / rel).write_text(text)
+        fs.pipe_file(f"own/run/{rel}", text.encode())
+    calls.clear()
+    assert count_input_files("s3://own/run/curated") == count_input_files(str(twin / "curated")) == 2
+    assert count_input_files("s3://own/run/absent") == 0
+    assert calls == Counter(ListObjectsV2=2)  # a HEAD and two listings each, before
+    calls.clear()
+    assert [p.name for p in DocSet.kept(as_path("s3://own/run/deduped")).files] == ["00000.parquet"]
+    assert calls == Counter(ListObjectsV2=1)  # the glob: a HEAD and three listings
+    calls.clear()
+    assert _json_object(as_path("s3://own/run/stats.json")) == _json_object(twin / "stats.json")
+    assert _json_object(as_path("s3://own/run/refilter.json"), missing_ok=True) is None
+    assert _json_object(twin / "refilter.json", missing_ok=True) is None
+    # stats.json: the open's HEAD and a GET (an exists and a stat first were three more); a missing file: the
+    # open's HEAD and listing, what exists asked before
+    assert calls == Counter(HeadObject=2, GetObject=1, ListObjectsV2=1)
+
+    extra = [pa.field("reason", pa.string())]
+    schema = SharedSchema("s3://own/run/curated")
+    calls.clear()
+    assert schema.schema(extra) == folder_schema(str(twin / "curated"), extra)
+    first = +calls
+    assert schema.schema() == folder_schema(str(twin / "curated"))  # the task's second writer: no request
+    assert calls == first and first["ListObjectsV2"] == 1
+    writers = [DocumentWriter(str(tmp_path / n), schema_from=schema) for n in ("a", "b")]
+    copies = pickle.loads(pickle.dumps(writers))  # a task's copy of its pipeline: one schema, read there again
+    assert copies[0].schema_from is copies[1].schema_from and not copies[0].schema_from._read
+
+    ledger = CpuLedger(as_path("s3://own/run"))
+    ledger.add("curate", 1.0)
+    ledger.add("dedup", 2.5)
+    ledger.written()
+    assert json.loads(fs.cat_file("own/run/cpu.json")) == {"curate": 1.0, "dedup": 2.5}
 
 
 def test_a_run_s_kept_documents_come_down_by_a_listing_and_a_get_each(s3, tmp_path: Path) -> None:  # noqa: F811
