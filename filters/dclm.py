@@ -21,6 +21,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import count, repeat
 
 import numpy as np
 import regex
@@ -174,8 +175,8 @@ def counted_words(text: str) -> int:
 def segment_words(text: str) -> list[str]:
     """Unicode word-boundary segments whose first character is alphanumeric (DCLM: ``uniseg`` words)."""
     # regex keeps a quote before a word in one segment; UAX #29 breaks there
-    pieces = _WORD_BOUNDARY.split(text)
-    return [q for p in pieces if (q := p.lstrip(_LEADING_QUOTES) if p[:1] in _LEADING_QUOTES else p)[:1].isalnum()]
+    pieces = _WORD_BOUNDARY.split(text)  # lstrip returns a piece without a leading quote as it is
+    return [q for q in map(str.lstrip, pieces, repeat(_LEADING_QUOTES)) if q[:1].isalnum()]
 
 
 def _count_in_line(line: str, ascii_chars: bytes, test: str) -> int:
@@ -247,17 +248,23 @@ def _segment_repetition(segments: list[str]) -> tuple[float, float]:
 _MIXERS = np.random.default_rng(20240611).integers(1, 2**63, size=10, dtype=np.uint64) | np.uint64(1)
 
 
-def _gram_keys(ids: np.ndarray, n: int, at: np.ndarray, vocabulary: int) -> np.ndarray:
-    """One uint64 per n-gram starting at the positions ``at``: the ids packed exactly when ``vocabulary ** n`` fits
-    64 bits, else a sum of ids times odd random 64-bit constants (two different n-grams collide with probability
-    about 2^-64)."""
+def _gram_keys(ids: np.ndarray, n: int, at: np.ndarray, vocabulary: int, shorter: np.ndarray | None) -> np.ndarray:
+    """One uint64 per n-gram starting at the positions ``at``: the ids (uint64) packed exactly when ``vocabulary ** n``
+    fits 64 bits, else a sum of ids times odd random 64-bit constants (two different n-grams collide with probability
+    about 2^-64). ``shorter``: the (n - 1)-grams' keys by start position, built the same way, or None; an n-gram's key
+    is then its (n - 1)-gram's extended by its last word (one step of the same sum), not all n words again."""
+    packed = vocabulary**n < 2**64
+    if shorter is not None and packed == (vocabulary ** (n - 1) < 2**64):
+        if packed:
+            return shorter[at] * np.uint64(vocabulary) + ids[at + (n - 1)]
+        return shorter[at] + (ids[at + (n - 1)] + np.uint64(1)) * _MIXERS[n - 1]
     keys = np.zeros(len(at), dtype=np.uint64)
-    if vocabulary**n < 2**64:
+    if packed:
         for i in range(n):
-            keys = keys * np.uint64(vocabulary) + ids[at + i].astype(np.uint64)
+            keys = keys * np.uint64(vocabulary) + ids[at + i]
     else:
         for i in range(n):
-            keys += (ids[at + i].astype(np.uint64) + np.uint64(1)) * _MIXERS[i]
+            keys += (ids[at + i] + np.uint64(1)) * _MIXERS[i]
     return keys
 
 
@@ -266,41 +273,51 @@ def _ngram_ratios(words: list[str]) -> dict[str, float]:
 
     An n-gram that occurs twice holds two (n - 1)-grams that occur twice (at its start and one word later), so
     from n = 3 on only the positions where both of those repeat are keyed and sorted: every occurrence of a
-    repeated n-gram is among them, with its full count; when none repeats, no longer one does either."""
+    repeated n-gram is among them, with its full count; when none repeats, no longer one does either. Few numpy
+    calls per n: most pages are short, and there a call's overhead, not its work, is the cost."""
     out = {f"top_{n}gram_char_ratio": 0.0 for n in TOP_NGRAMS} | {f"dup_{n}gram_char_ratio": 0.0 for n in DUP_NGRAMS}
     if not words:
         return out
-    ids_of = {w: i for i, w in enumerate(dict.fromkeys(words))}  # ids in order of first occurrence
-    ids = np.fromiter(map(ids_of.__getitem__, words), dtype=np.int64, count=len(words))
+    ids_of = dict(zip(dict.fromkeys(words), count()))  # ids in order of first occurrence
+    ids = np.fromiter(map(ids_of.__getitem__, words), dtype=np.uint64, count=len(words))
     lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-    total = int(lengths.sum())
-    prefix = np.concatenate([[0], np.cumsum(lengths)])
+    prefix = np.zeros(len(words) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=prefix[1:])
+    total = int(prefix[-1])
     repeated: np.ndarray | None = None  # per start position: does the (n - 1)-gram there occur more than once
+    keys_at: np.ndarray | None = None  # the (n - 1)-grams' keys by start position
     for n in (*TOP_NGRAMS, *DUP_NGRAMS):
         m = len(words) - n + 1
         if m <= 0:
             break
         at = np.arange(m) if repeated is None else np.flatnonzero(repeated[:m] & repeated[1 : m + 1])
-        keys = _gram_keys(ids, n, at, len(ids_of))
+        if not len(at):
+            break
+        keys = _gram_keys(ids, n, at, len(ids_of), keys_at)
         order = np.argsort(keys)
         ordered = keys[order]
-        group_starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(at) else at
-        counts = np.diff(np.r_[group_starts, len(at)])
-        if not len(counts) or int(counts.max()) == 1:
-            break
+        first = np.empty(len(at), dtype=bool)  # the first of its group of equal keys
+        first[0] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+        bounds = np.append(np.flatnonzero(first), len(at))
+        counts = bounds[1:] - bounds[:-1]
         top = int(counts.max())
+        if top == 1:
+            break
         per_gram = np.empty(len(at), dtype=np.int64)  # each keyed n-gram's number of occurrences
         per_gram[order] = np.repeat(counts, counts)
         starts = at[per_gram > 1]
         repeated = np.zeros(m, dtype=bool)
         repeated[starts] = True
+        keys_at = np.empty(m, dtype=np.uint64)
+        keys_at[at] = keys
         if n in TOP_NGRAMS:
             tops = at[per_gram == top]
             out[f"top_{n}gram_char_ratio"] = int((prefix[tops + n] - prefix[tops]).max()) * top / total
         else:
             cover = np.zeros(len(words) + 1, dtype=np.int64)
-            np.add.at(cover, starts, 1)
-            np.add.at(cover, starts + n, -1)
+            cover[starts] += 1  # the start positions are distinct, so no index repeats within one of these
+            cover[starts + n] -= 1
             covered = np.cumsum(cover[:-1]) > 0
             out[f"dup_{n}gram_char_ratio"] = int(lengths[covered].sum()) / total
     return out

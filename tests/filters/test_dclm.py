@@ -149,6 +149,28 @@ def test_ngram_signals_match_the_plain_definition():
         assert _ngram_ratios(words) == pytest.approx(_gopher_ngrams(words))
 
 
+def test_ngram_signals_match_the_plain_definition_past_64_bit_keys():
+    """Pages of 90 to 3,000 distinct words, with repeated runs: from some n on (7 to 10), n word ids no longer pack
+    into 64 bits and the keys are mixed sums, each n's extended from the (n - 1)-grams' on both sides of that switch."""
+    rng = random.Random(11)
+    for _ in range(40):
+        vocabulary = [f"w{i}" for i in range(rng.randint(90, 3000))]
+        run = rng.choices(vocabulary, k=rng.randint(8, 25))
+        words = []
+        for _ in range(rng.randint(2, 5)):
+            words += rng.choices(vocabulary, k=rng.randint(0, len(vocabulary))) + run[: rng.randint(1, len(run))]
+        assert _ngram_ratios(words) == pytest.approx(_gopher_ngrams(words))
+    # an n-gram seen once beside a repeated one with the same first n - 1 words, where both are keyed (the
+    # (n - 1)-gram one word on repeats too): an extended key that left out the last word would count them as one
+    fresh = (f"u{i}" for i in range(10**6))
+    for n in range(5, 11):
+        run = [f"r{i}" for i in range(n - 1)]
+        words = []
+        for part in (run + ["x"], run + ["x"], run + ["y"], ["z", *run[1:], "y"]):
+            words += [*part, *(next(fresh) for _ in range(1000))]
+        assert _ngram_ratios(words) == pytest.approx(_gopher_ngrams(words))
+
+
 def test_the_signals_step_reads_the_tld_list_before_its_sandbox_forks():
     """Its child inherits the compiled URL patterns (the signals are computed there, equal to the in-process ones)."""
     dclm._url_patterns.cache_clear()
