@@ -30,7 +30,7 @@ from common.ray_cluster.executor import add_ray_arguments, ray_options
 from common.scratch import scratch_dir
 from common.slurm import SubmissionDeclined, confirm_submission
 from common.slurm_arrays import SlurmTasksFailed
-from common.storage import StorageError, as_path, check_store, is_remote, same_place
+from common.storage import StorageError, as_path, check_store, is_remote, read_or_none, same_place
 from common.uploads import uploads_before_completion
 from curate.pipeline import build_curate_pipeline
 from dedup.star import add_cluster_arguments, cluster_settings
@@ -158,8 +158,9 @@ def prepare_run(
     config = {"recipe": recipe.to_dict(), "source": {"base": source.base, "paths": list(source.paths)}}
     if dedup_against:  # only when given, so that runs made before the option still resume
         config["dedup_against"] = list(dedup_against)
-    if layout.run_json.exists():
-        previous = json.loads(layout.run_json.read_text())
+    found = read_or_none(layout.run_json)  # on a store one GET (exists, then a read, were a HEAD, a listing, a GET)
+    if found is not None:
+        previous = json.loads(found)
         if previous.get("config") != json.loads(json.dumps(config)):
             raise ConfigError(
                 f"{layout.root} holds a run with a different recipe or inputs; name this run with --dump NAME, "
