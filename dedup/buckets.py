@@ -9,6 +9,7 @@ points at): they are temporary, read back at once, and a store would bill every 
 
 from __future__ import annotations
 
+import posixpath
 import re
 import struct
 
@@ -23,17 +24,24 @@ from dedup.extsort import ExternalSorter, spill_space
 from dedup.formats import SIG_KIND, SIGNATURE, node_ids, pairs_path, runs_dir
 from dedup.keys import n_bands
 from dedup.pairs import PAIR, PAIR_KIND, StarEdges
-from dedup.records import CorruptFileError, Header, RecordFile, RecordWriter, is_valid, open_records
+from dedup.records import CorruptFileError, Header, RecordFile, RecordWriter, is_valid, listed_version, open_records
 
 _SIG_NAME = re.compile(r"(\d{5})\.sig")
 
 
-def band_signature_files(folder: DataFolder, band: int, fingerprint: int) -> list[RecordFile]:
-    """The band's signature files, validated as a complete set from one run of the signature stage."""
+def band_signature_files(
+    folder: DataFolder, band: int, fingerprint: int, listed: dict[str, dict] | None = None
+) -> list[RecordFile]:
+    """The band's signature files, validated as a complete set from one run of the signature stage.
+    ``listed``: the whole signature folder's listing (``folder.find("", detail=True)``) when the caller has it
+    (a reader of every band: one listing, not one per band)."""
     sub = f"band_{band:02d}"
     # one listing, which also gives each file's size (a glob, an existence check first, and a size look-up
     # per file are several requests each on an object store)
-    listed = folder.find(sub, maxdepth=1, detail=True)
+    if listed is None:
+        listed = folder.find(sub, maxdepth=1, detail=True)
+    else:
+        listed = {name: info for name, info in listed.items() if posixpath.dirname(name) == sub}
     names = sorted(name for name in listed if name.endswith(".sig"))
     if not names:
         raise CorruptFileError(f"{folder.resolve_paths(sub)}: no signature files (run the signatures first)")
@@ -43,8 +51,12 @@ def band_signature_files(folder: DataFolder, band: int, fingerprint: int) -> lis
         if not _SIG_NAME.fullmatch(base):
             raise CorruptFileError(f"{folder.resolve_paths(name)}: unexpected file in a signature folder")
         try:
-            size = listed[name]["size"]
-            files.append(open_records(folder, name, SIG_KIND, fingerprint, SIGNATURE, rank=int(base[:5]), size=size))
+            size, version = listed[name]["size"], listed_version(listed[name])
+            files.append(
+                open_records(
+                    folder, name, SIG_KIND, fingerprint, SIGNATURE, rank=int(base[:5]), size=size, version=version
+                )
+            )
         except CorruptFileError as err:
             raise CorruptFileError(
                 f"{err}. To recompute it, delete it and the completion marker of signature task {base[:5]}"
@@ -82,12 +94,17 @@ def band_pairs(
     bands: int,
     fingerprint: int,
     size: int | None = None,
+    version: str | None = None,
+    signatures: dict[str, dict] | None = None,
 ) -> RecordFile:
-    """The band's pairs file, checked to come from the signature files now on disk; ``size``: its size from
-    the caller's listing (else looked up: one request on a store)."""
+    """The band's pairs file, checked to come from the signature files now on disk; ``size`` and ``version``:
+    its size and ETag from the caller's listing (else looked up: one request on a store); ``signatures``: the
+    signature folder's listing, when the caller has it (``band_signature_files``)."""
     path = pairs_path(band)
-    pairs = open_records(pairs_folder, path, PAIR_KIND, fingerprint, PAIR, rank=band, world_size=bands, size=size)
-    if pairs.extra != signature_digest(band_signature_files(signatures_folder, band, fingerprint)):
+    pairs = open_records(
+        pairs_folder, path, PAIR_KIND, fingerprint, PAIR, rank=band, world_size=bands, size=size, version=version
+    )
+    if pairs.extra != signature_digest(band_signature_files(signatures_folder, band, fingerprint, signatures)):
         raise CorruptFileError(
             f"{pairs.where}: made from other signature files than those on disk (a signature task ran "
             "again after the buckets); delete it and its completion marker to recompute"

@@ -35,7 +35,7 @@ from dedup.formats import (
 )
 from dedup.keys import n_bands
 from dedup.pairs import PAIR
-from dedup.records import Header, RecordWriter, is_valid, open_records
+from dedup.records import Header, RecordWriter, is_valid, listed_version, open_records
 
 SUMMARY = "summary.json"
 READ_THREADS = 8  # bands read at once from an object store
@@ -145,10 +145,21 @@ class DedupClusters(PipelineStep):
         # on a store, every band's size from one listing (a HEAD per band file else); a missing band is
         # left to open_records to name
         listed = {} if self.pairs_folder.is_local() else self.pairs_folder.find("", maxdepth=1, detail=True)
+        # and every band's signature files from one listing too (a listing per band else: 14 requests)
+        signatures = None if self.signatures_folder.is_local() else self.signatures_folder.find("", detail=True)
 
         def read(band: int) -> np.ndarray:
-            size = listed.get(pairs_path(band), {}).get("size")
-            found = band_pairs(self.pairs_folder, self.signatures_folder, band, bands, self.fingerprint, size)
+            entry = listed.get(pairs_path(band), {})
+            found = band_pairs(
+                self.pairs_folder,
+                self.signatures_folder,
+                band,
+                bands,
+                self.fingerprint,
+                entry.get("size"),
+                listed_version(entry),  # the driver's count_pairs read the small ones: not fetched again
+                signatures,
+            )
             return found.read_all()
 
         with self.track_time("read_pairs"):

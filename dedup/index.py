@@ -121,20 +121,25 @@ class DedupIndex(PipelineStep):
         signatures_folder: DataFolderLike,
         index_folder: DataFolderLike,
         config: DedupConfig | None = None,
+        salt: tuple[int | None, str | None] | None = None,
     ) -> None:
+        """``salt``: ``run_group_salt`` of ``input_folder``, when the caller asked it once for every band (each
+        task asks it else: on a store a listing of the documents per band, and a read of their group column
+        per task process)."""
         super().__init__()
         self.input_folder = input_folder
         self.signatures_folder = get_datafolder(signatures_folder)
         self.index_folder = get_datafolder(index_folder)
         self.config = config or DedupConfig()
         self.fingerprint = self.config.fingerprint("minhash")
+        self.salt = salt
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
         band, bands, path = rank, self.config.num_buckets, index_path(rank)
         if band_task_done(self.index_folder, path, INDEX_KIND, self.fingerprint, KEY, band, world_size, bands):
             return
         files = band_signature_files(self.signatures_folder, band, self.fingerprint)
-        salt, group = run_group_salt(self.input_folder, self.config.group_by)
+        salt, group = self.salt or run_group_salt(self.input_folder, self.config.group_by)
         with self.track_time("keys"):
             parts = [f.read_all()["key"] for f in files]
             keys = np.unique(unsalted(np.concatenate(parts), salt)) if parts else np.empty(0, np.uint64)

@@ -36,7 +36,7 @@ from dedup.bff_stage import REMOVED_COLUMN, BffDedup, BffFilter
 from dedup.buckets import DedupBuckets
 from dedup.config import DedupConfig
 from dedup.filter import ID_COLUMN, SIZE_COLUMN, DedupFilter
-from dedup.index import CrossDumpClusters, CrossDumpMatches, DedupIndex
+from dedup.index import CrossDumpClusters, CrossDumpMatches, DedupIndex, run_group_salt
 from dedup.keys import n_bands
 from dedup.signatures import DedupSignatures
 from dedup.star import Rerun, Stage, cluster_stages
@@ -209,7 +209,13 @@ def _index_stages(
     sigs, bands = layout.signatures("minhash"), config.num_buckets
     stages: list[Stage] = []
     if write_index:
-        stages.append(("dedup_index", [DedupIndex(input_folder, sigs, layout.index, config)], bands))
+        # the documents' group asked once here, not by each band's task: the curated documents are final. A
+        # failure (several groups, an unreadable file) is left to the tasks, which raise it as they did
+        try:
+            salt = run_group_salt(input_folder, config.group_by)
+        except Exception:  # noqa: BLE001
+            salt = None
+        stages.append(("dedup_index", [DedupIndex(input_folder, sigs, layout.index, config, salt)], bands))
     if config.dedup_against:
         matches, clusters = layout.part("minhash", "cross_dump", "matches"), layout.clusters("cross_dump")
         stages.append(("dedup_cross_dump_matches", [CrossDumpMatches(input_folder, sigs, matches, config)], bands))

@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import io
 import struct
-from collections.abc import Iterator, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO
@@ -34,6 +36,12 @@ TMP_SUFFIX = ".tmp"
 # a record file on an object store at most this big is read whole by one GET and kept (its header, footer and
 # records were three ranged GETs, more for each later read); bigger ones are read by ranges as before
 WHOLE_READ_BYTES = 64 * 1024
+# such files read whole in this process, by place, size and the ETag a listing gave: a second reader in the same
+# process sends no GET (the driver counts every band's pairs to plan the clusters, then its cluster task reads
+# them: 14 GETs again, bench.object_store); an object rewritten since has another ETag and is read again
+KEPT_FILES = 256  # at most WHOLE_READ_BYTES each: 16 MB
+_KEPT: OrderedDict[tuple[str, int, str], bytes] = OrderedDict()
+_KEPT_LOCK = threading.Lock()
 
 
 class CorruptFileError(ValueError):
@@ -192,6 +200,34 @@ def open_sized(folder: DataFolder, path: str, size: int) -> IO[bytes]:
     return folder.open(path, "rb", size=size)
 
 
+def listed_version(info: Mapping | None) -> str | None:
+    """The ETag of a listing's entry (s3fs's ``ETag``, gcsfs's ``etag``); None when it has none."""
+    if not info:
+        return None
+    version = info.get("ETag") or info.get("etag")
+    return str(version) if version else None
+
+
+def _read_whole(folder: DataFolder, path: str, where: str, size: int, version: str | None) -> bytes:
+    """A small file's content by one GET, or the copy this process kept of that version (``_KEPT``)."""
+    key = (where, size, version) if version else None
+    if key is not None:
+        with _KEPT_LOCK:
+            if key in _KEPT:
+                _KEPT.move_to_end(key)
+                return _KEPT[key]
+    try:
+        content = folder.cat_file(path, **getattr(folder.fs, "small_read_options", {}))
+    except FileNotFoundError:
+        raise CorruptFileError(f"{where}: missing (was an earlier stage interrupted or a file deleted?)") from None
+    if key is not None and len(content) == size:
+        with _KEPT_LOCK:
+            _KEPT[key] = content
+            while len(_KEPT) > KEPT_FILES:
+                _KEPT.popitem(last=False)
+    return content
+
+
 def open_records(
     folder: DataFolder,
     path: str,
@@ -201,11 +237,13 @@ def open_records(
     rank: int | None = None,
     world_size: int | None = None,
     size: int | None = None,
+    version: str | None = None,
 ) -> RecordFile:
     """Validate header, footer and size of a record file; raise CorruptFileError naming it.
 
     ``size``: the file's size when the caller has it (from a listing); else looked up (one request on an
-    object store: exists, then size, then open's own look-up were three)."""
+    object store: exists, then size, then open's own look-up were three). ``version``: the ETag the same listing
+    gave (``listed_version``): a small file this process already read at that version is not fetched again."""
     where = folder.resolve_paths(path)
     try:
         size = folder.size(path) if size is None else size
@@ -215,10 +253,7 @@ def open_records(
         raise CorruptFileError(f"{where}: truncated ({size} bytes, smaller than header + footer)")
     content = None
     if size <= WHOLE_READ_BYTES and not folder.is_local():
-        try:
-            content = folder.cat_file(path, **getattr(folder.fs, "small_read_options", {}))
-        except FileNotFoundError:
-            raise CorruptFileError(f"{where}: missing (was an earlier stage interrupted or a file deleted?)") from None
+        content = _read_whole(folder, path, where, size, version)
         if len(content) != size:
             raise CorruptFileError(f"{where}: changed while read ({len(content)} bytes, listed with {size})")
         head, foot = content[: HEADER.size], content[size - FOOTER.size :]

@@ -73,6 +73,7 @@ from dedup.records import (
     RecordFile,
     RecordWriter,
     is_valid,
+    listed_version,
     open_records,
     streams_to_final_key,
 )
@@ -175,9 +176,10 @@ def count_pairs(pairs_folder: DataFolderLike, config: DedupConfig, kind: str) ->
     def pairs_of(band: int) -> int | None:
         path = pairs_path(band)
         try:
+            entry = listed[path]
             found = open_records(
-                folder, path, PAIR_KIND, fp, PAIR, rank=band, world_size=bands, size=listed[path]["size"]
-            )
+                folder, path, PAIR_KIND, fp, PAIR, band, bands, entry["size"], listed_version(entry)
+            )  # kept in this process: the single cluster task, run here next, reads them without a GET
         except CorruptFileError:
             return None
         return found.n_records

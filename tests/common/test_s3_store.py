@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import ssl
 from collections import Counter
 from pathlib import Path
 
@@ -242,3 +243,19 @@ def test_a_small_put_sends_its_body_at_once_a_big_one_waits_for_100_continue(
         assert fs.cat_file("bodies/run/small") == b"x" * 1024 and fs.cat_file("bodies/run/big") == b"x" * 1025
     clear_clients()
     assert lines == ["PUT /bodies/run/small HTTP/1.1", "PUT /bodies/run/big HTTP/1.1", "(body after 100 Continue)"]
+
+
+def test_the_clients_of_one_process_share_one_tls_context(s3) -> None:  # noqa: F811
+    """aiobotocore builds a TLS context, the CA bundle loaded, for each client (~25 ms of CPU; a run makes one
+    client in each task process): ``SharedTLSSession`` builds it once per process for the same settings."""
+    s3.make_bucket("tls")
+
+    def context_of(fs) -> ssl.SSLContext:
+        fs.ls("tls")  # the HTTP session and its connector are made on the first request
+        return fs._s3._endpoint.http_session._sessions[None].connector._ssl
+
+    first, second = (filesystem("s3://tls/run", skip_instance_cache=True)[0] for _ in range(2))
+    assert context_of(first) is context_of(second) and first._s3 is not second._s3
+    assert context_of(first).verify_mode == ssl.CERT_REQUIRED  # verified as aiobotocore's own
+    unverified, _ = filesystem("s3://tls/run", skip_instance_cache=True, client_kwargs={"verify": False})
+    assert context_of(unverified) is not context_of(first) and context_of(unverified).verify_mode == ssl.CERT_NONE

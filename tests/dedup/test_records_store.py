@@ -4,12 +4,16 @@ key, visible only once committed; an aborted or never-committed writer leaves no
 from __future__ import annotations
 
 import gc
+from collections import Counter
 
 import fsspec
 import numpy as np
 from datatrove.io import get_datafolder
 
-from dedup.records import Header, RecordWriter, open_records
+from common.storage import filesystem
+from dedup.buckets import band_signature_files
+from dedup.formats import SIG_KIND, SIGNATURE
+from dedup.records import Header, RecordWriter, listed_version, open_records
 from tests.support.s3_server import S3Server, s3, s3_server_session  # noqa: F401
 
 DT = np.dtype([("key", "<u8")])
@@ -41,3 +45,47 @@ def test_record_files_appear_on_the_store_only_when_committed(s3: S3Server) -> N
     del abandoned, writer
     gc.collect()  # a discarded upload is not completed by the file's own close either
     assert fs.find("records") == ["records/minhash/band_00/00000.sig"]  # no .tmp, nothing partial
+
+
+def test_a_small_record_file_is_fetched_again_only_at_another_listed_version(s3: S3Server) -> None:  # noqa: F811
+    """The driver counts every band's pairs, then its cluster task reads them: one GET each, kept by the ETag
+    of the listing; an object rewritten since is read again. And one listing for every band's signatures."""
+    bucket = s3.make_bucket("kept")
+    folder = get_datafolder(f"{bucket}/minhash")
+    fs, _ = filesystem(f"s3://{bucket}")
+    fs.connect()
+    calls: Counter = Counter()
+    fs._s3.meta.events.register("before-call.s3", lambda model, **_: calls.update([model.name]))
+
+    def write(name: str, records: np.ndarray, rank: int = 0) -> None:
+        with RecordWriter(folder, name, Header(SIG_KIND, FP, rank, 1, SIGNATURE.itemsize)) as writer:
+            writer.write(records)
+            writer.commit(extra=len(records))
+
+    first, second = (np.arange(i, i + 100, dtype="<u8") for i in (0, 1000))
+    records = [np.zeros(100, dtype=SIGNATURE) for _ in range(2)]
+    for band, (keys, rec) in enumerate(zip((first, second), records, strict=True)):
+        rec["key"], rec["doc"] = keys, band
+        write(f"band_{band:02d}/00000.sig", rec)
+    listed = folder.find("", detail=True)
+    calls.clear()
+
+    def read(version_of: dict) -> np.ndarray:
+        entry = version_of["band_00/00000.sig"]
+        found = open_records(folder, "band_00/00000.sig", SIG_KIND, FP, SIGNATURE, 0, 1, entry["size"],
+                             listed_version(entry))  # fmt: skip
+        return found.read_all()
+
+    assert np.array_equal(read(listed), records[0]) and np.array_equal(read(listed), records[0])
+    assert calls == Counter(GetObject=1)  # the second read at the same version: no request
+    calls.clear()
+    records[0]["doc"] = 7  # the same size, another content: another ETag
+    write("band_00/00000.sig", records[0])
+    relisted = folder.find("", detail=True)
+    calls.clear()
+    assert np.array_equal(read(relisted), records[0]) and calls == Counter(GetObject=1)
+    calls.clear()
+    every = [band_signature_files(folder, band, FP, relisted) for band in (0, 1)]
+    assert every == [band_signature_files(folder, band, FP) for band in (0, 1)]
+    # the two bands' own listings (none with the whole listing given); band 1's file read once, band 0's kept
+    assert calls == Counter(ListObjectsV2=2, GetObject=1)
