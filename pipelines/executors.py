@@ -25,6 +25,15 @@ from pipelines.layout import StageFolder
 __all__ = ["EXECUTORS", "ExecutorError", "RunLocalExecutor", "make_executor"]
 
 
+def _in_background(name: str, call: Callable[..., Any], *args: Any) -> Future:
+    """``call(*args)`` on a thread of its own (a request the stage need not wait for yet); its future."""
+    thread = ThreadPoolExecutor(1, thread_name_prefix=name)
+    try:
+        return thread.submit(call, *args)
+    finally:
+        thread.shutdown(wait=False)
+
+
 class RunLocalExecutor(LocalPipelineExecutor):
     """datatrove's local executor, asking which tasks completed once per stage: one listing of the stage's
     ``completions/`` when the stage starts, instead of a look-up per task (datatrove checks each rank again
@@ -69,9 +78,7 @@ class RunLocalExecutor(LocalPipelineExecutor):
             super().save_executor_as_json(indent)
             return
         text = json.dumps(self, cls=ExecutorJSONEncoder, indent=indent)  # datatrove's bytes, taken now
-        saving = ThreadPoolExecutor(1, thread_name_prefix="executor-json")
-        self._saving = saving.submit(self._write_executor_json, text)
-        saving.shutdown(wait=False)
+        self._saving = _in_background("executor-json", self._write_executor_json, text)
 
     def _write_executor_json(self, text: str) -> None:
         with self.logging_dir.open("executor.json", "w") as f:
@@ -104,9 +111,7 @@ class RunLocalExecutor(LocalPipelineExecutor):
         if not on_object_store(self.logging_dir.fs):
             super().mark_rank_as_completed(rank)
             return
-        marking = ThreadPoolExecutor(1, thread_name_prefix="completion")
-        self._marker = marking.submit(super().mark_rank_as_completed, rank)
-        marking.shutdown(wait=False)
+        self._marker = _in_background("completion", super().mark_rank_as_completed, rank)
 
     def _run_for_rank(self, rank: int, local_rank: int = 0, node_rank: int = -1) -> Any:
         try:
