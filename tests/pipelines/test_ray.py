@@ -32,7 +32,7 @@ from common.ray_cluster.executor import GIB, RayResourceError, fit_resources
 from tests.support.cli import REPO, run_cli
 from tests.support.mirror import write_mirror
 from tests.support.processes import alive, descendants, wait_gone
-from tests.support.run_compare import local_sample_without_dedup  # noqa: F401
+from tests.support.run_compare import assert_same_run, local_sample_without_dedup  # noqa: F401
 
 RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(RAY is None, reason="ray is not installed")]
@@ -197,8 +197,7 @@ def sample_runs(ray_head: str, local_sample_without_dedup: Path, tmp_path_factor
 
 def test_sample_on_ray_equals_local(sample_runs: tuple[Path, Path, str]) -> None:
     local_dir, run_dir, stdout = sample_runs
-    local, on_ray = _docs(local_dir / "curated"), _docs(run_dir / "curated")
-    assert local and on_ray == local
+    assert_same_run(str(run_dir), local_dir, folders=("curated", "removed"))
     assert (run_dir / "completions/curate/00000").exists()
     assert (run_dir / "stats/curate/00000.json").exists() and (run_dir / "logs/curate/task_00000.log").exists()
     assert "[ray] curate: 1/1 tasks" in stdout

@@ -14,14 +14,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from common.slurm import SlurmError, parse_time
 from pipelines.run import main as run_main
 from tests.support.cli import REPO, run_cli
 from tests.support.mirror import write_mirror
-from tests.support.run_compare import local_sample_without_dedup  # noqa: F401
+from tests.support.run_compare import assert_same_run, local_sample_without_dedup  # noqa: F401
 from tests.support.slurm_cluster import SlurmCluster, cluster_or_skip
 
 CRAWL = "CC-MAIN-2024-18"
@@ -30,30 +29,6 @@ CRAWL = "CC-MAIN-2024-18"
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[SlurmCluster]:
     yield from cluster_or_skip()
-
-
-def _docs(folder: Path) -> list[tuple[str, str]]:
-    rows = []
-    for file in sorted(folder.glob("*.parquet")):
-        rows += [(r["id"], r["text"]) for r in pq.read_table(file, columns=["id", "text"]).to_pylist()]
-    return sorted(rows)
-
-
-def _stats(run_dir: Path) -> dict:
-    """``stats.json`` without the steps' times."""
-    stats = json.loads((run_dir / "stats.json").read_text())
-    for stage in stats["stages"].values():
-        for step in stage["steps"]:
-            step.pop("time_s")
-    return stats
-
-
-def _same_run(local: Path, other: Path) -> None:
-    assert _docs(local / "curated") and _docs(other / "curated") == _docs(local / "curated")
-    removed_sets = sorted(p.name for p in (local / "removed").iterdir()) if (local / "removed").exists() else []
-    for removed in removed_sets:
-        assert _docs(other / "removed" / removed) == _docs(local / "removed" / removed), removed
-    assert _stats(other) == _stats(local)
 
 
 def _wait_job(cluster: SlurmCluster, job: str, timeout: float = 300) -> None:
@@ -134,7 +109,7 @@ def test_sample_detached_on_slurm_equals_local(
     driver_log = (run_dir / "logs" / f"slurm-driver-{job}.out").read_text()
     assert "[slurm] curate: 1/1 tasks done" in driver_log, driver_log[-3000:]
     assert (run_dir / "logs/curate/launch_script.slurm").exists()
-    _same_run(reference, run_dir)
+    assert_same_run(str(run_dir), reference, folders=("curated", "removed"))
 
 
 def _at_a_terminal(args: list[str], answer: str) -> tuple[int, str]:
@@ -203,4 +178,4 @@ def test_a_cancelled_task_is_resubmitted_by_the_rerun(slurm: SlurmCluster, tmp_p
     run_cli(*args)
     assert json.loads((run_dir / "logs/curate/ranks_to_run.json").read_text()) == [0]  # only the cancelled one
     assert len(json.loads((run_dir / "logs/curate/slurm_jobs.json").read_text())) == 2
-    _same_run(tmp_path / "local" / CRAWL, run_dir)
+    assert_same_run(str(run_dir), tmp_path / "local" / CRAWL, folders=("curated", "removed"))

@@ -72,18 +72,21 @@ def from_first(ids: frozenset[str], order: list[str]) -> frozenset[str]:
     return ids | frozenset(order[first:])
 
 
-def assert_same_run(store: str, local: Path) -> None:
-    """Documents, removed documents (ids, text, reasons, every column) and stats as the local run's (both of
-    the bundled sample); a document that hit a step's time limit in either run (a loaded machine) is left out
-    of both, with the documents after it (``from_first``), and then the stats are not compared."""
-    timeouts = timed_out(store) | timed_out(str(local))
+def assert_same_run(run: str, local: Path, folders: tuple[str, ...] = DOCUMENT_FOLDERS) -> None:
+    """Documents, removed documents (ids, text, reasons, every column) and stats of ``run`` (a store URL or a
+    folder) as the local run's of the same input; a document that hit a step's time limit in either run (a
+    loaded machine) is left out of both, with the documents after it in the bundled sample's order
+    (``from_first``), and then the stats are not compared. ``folders``: the document folders the runs wrote
+    (no ``deduped`` for ``--no-dedup``)."""
+    timeouts = timed_out(run) | timed_out(str(local))
     assert len(timeouts) <= 3, f"{len(timeouts)} timeouts: the machine is too loaded to compare"
     unstable = from_first(timeouts, sample_order()) if timeouts else frozenset()
-    assert every_document_once(store) == every_document_once(str(local))  # whatever the load: none lost or doubled
-    for folder in DOCUMENT_FOLDERS:
-        ours, theirs = documents(store, folder, unstable), documents(str(local), folder, unstable)
-        assert ours and not differences(ours, theirs), (folder, differences(ours, theirs))
-    fs, path = fsspec.core.url_to_fs(f"{store}/stats.json")
+    assert every_document_once(run) == every_document_once(str(local))  # whatever the load: none lost or doubled
+    assert documents(run, "curated", unstable), f"{run}: no curated documents"
+    for folder in folders:
+        ours, theirs = documents(run, folder, unstable), documents(str(local), folder, unstable)
+        assert not differences(ours, theirs), (folder, differences(ours, theirs))
+    fs, path = fsspec.core.url_to_fs(f"{run}/stats.json")
     if not unstable:
         ours = stats_without_times(fs.cat(path).decode())
         assert ours == stats_without_times((local / "stats.json").read_text())
