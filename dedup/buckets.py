@@ -12,7 +12,9 @@ from __future__ import annotations
 import posixpath
 import re
 import struct
+from typing import TYPE_CHECKING
 
+import numpy as np
 import xxhash
 from datatrove.data import DocumentsPipeline
 from datatrove.io import DataFolder, DataFolderLike, get_datafolder
@@ -25,6 +27,9 @@ from dedup.formats import SIG_KIND, SIGNATURE, node_ids, pairs_path, runs_dir
 from dedup.keys import n_bands
 from dedup.pairs import PAIR, PAIR_KIND, StarEdges
 from dedup.records import CorruptFileError, Header, RecordFile, RecordWriter, is_valid, listed_version, open_records
+
+if TYPE_CHECKING:
+    from dedup.index import BandIndex
 
 _SIG_NAME = re.compile(r"(\d{5})\.sig")
 
@@ -113,7 +118,9 @@ def band_pairs(
 
 
 class DedupBuckets(PipelineStep):
-    """Sorted buckets of one band -> ``<output>/band_XX.pairs`` (run with one task per band)."""
+    """Sorted buckets of one band -> ``<output>/band_XX.pairs`` (run with one task per band); with ``index``
+    (MinHash's, ``write_index``) also the band's part of this dump's index, from the same read and sort of its
+    signatures (a stage of its own read, listed and wrote them again: on a store ~8 requests a band)."""
 
     type = "🫂 - DEDUP"
     name = "🎯 buckets"
@@ -124,8 +131,10 @@ class DedupBuckets(PipelineStep):
         output_folder: DataFolderLike,
         config: DedupConfig | None = None,
         kind: str = "minhash",
+        index: BandIndex | None = None,
     ):
         super().__init__()
+        self.index = index
         self.signatures_folder = get_datafolder(signatures_folder)
         self.output_folder = get_datafolder(output_folder)
         self.config = config or DedupConfig()
@@ -140,11 +149,9 @@ class DedupBuckets(PipelineStep):
         out = pairs_path(band)
         files = band_signature_files(self.signatures_folder, band, self.fingerprint)
         source = signature_digest(files)
-        if is_valid(self.output_folder, out, PAIR_KIND, self.fingerprint, PAIR, rank=band, world_size=bands):
-            done = open_records(self.output_folder, out, PAIR_KIND, self.fingerprint, PAIR)
-            if done.extra == source:
-                logger.info(f"{out} already complete, skipping")
-                return
+        if self._pairs_done(out, band, bands, source) and (self.index is None or self.index.done(band)):
+            logger.info(f"{out} already complete, skipping")
+            return
         buffer = self.config.sort_buffer_records
         block = max(1024, buffer // 4)
         header = Header(PAIR_KIND, self.fingerprint, band, bands, PAIR.itemsize)
@@ -157,7 +164,7 @@ class DedupBuckets(PipelineStep):
                             sorter.add(records["key"], node_ids(f.header.rank, records["doc"]))
                             self.stat_update("keys", value=len(records))
                 with RecordWriter(self.output_folder, out, header) as writer, self.track_time("pairs"):
-                    edges = StarEdges()
+                    edges = StarEdges(distinct_keys=self.index is not None)
                     for sorted_block in sorter.sorted_blocks():
                         pairs = edges.feed(sorted_block)
                         writer.write(pairs)
@@ -165,3 +172,13 @@ class DedupBuckets(PipelineStep):
                     writer.commit(extra=source)
             finally:
                 sorter.close()
+        if self.index is not None and edges.keys is not None:  # after the pairs; the task's marker after both
+            with self.track_time("index"):
+                keys = np.concatenate(edges.keys) if edges.keys else np.empty(0, np.uint64)
+                self.stat_update("index_keys", value=self.index.write(band, keys, sum(f.extra for f in files)))
+
+    def _pairs_done(self, out: str, band: int, bands: int, source: int) -> bool:
+        """The band's pairs validate and come from these signature files."""
+        if not is_valid(self.output_folder, out, PAIR_KIND, self.fingerprint, PAIR, rank=band, world_size=bands):
+            return False
+        return open_records(self.output_folder, out, PAIR_KIND, self.fingerprint, PAIR).extra == source
