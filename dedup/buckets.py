@@ -21,17 +21,30 @@ from datatrove.io import DataFolder, DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.utils.logging import logger
 
+from common.storage import details_under
 from dedup.config import DedupConfig
 from dedup.extsort import ExternalSorter, spill_space
 from dedup.formats import SIG_KIND, SIGNATURE, node_ids, pairs_path, runs_dir
 from dedup.keys import n_bands
 from dedup.pairs import PAIR, PAIR_KIND, StarEdges
-from dedup.records import CorruptFileError, Header, RecordFile, RecordWriter, is_valid, listed_version, open_records
+from dedup.records import CorruptFileError, Header, RecordFile, RecordWriter, listed_version, open_records
 
 if TYPE_CHECKING:
     from dedup.index import BandIndex
 
 _SIG_NAME = re.compile(r"(\d{5})\.sig")
+LISTING_PAGE = 1000  # keys an S3 listing answers in one response
+
+
+def listed_ahead(folder: DataFolder) -> dict[str, dict] | None:
+    """Every file below ``folder`` with its listing's details (size, ETag), by name relative to it, from one
+    listing, for one stage's band tasks to share: each asks its own band of it (a request each else, 14 a stage).
+    None on a local disk (a look-up there is no request) and above one listing page (every task would carry it)."""
+    if folder.is_local():
+        return None
+    root = folder.path.rstrip("/")
+    found = details_under(folder.fs, root)
+    return {name[len(root) + 1 :]: info for name, info in found.items()} if len(found) <= LISTING_PAGE else None
 
 
 def band_signature_files(
@@ -135,11 +148,22 @@ class DedupBuckets(PipelineStep):
     ):
         super().__init__()
         self.index = index
+        self.signatures_listed: dict[str, dict] | None = None  # list_ahead's
+        self.outputs_listed: dict[str, dict] | None = None
         self.signatures_folder = get_datafolder(signatures_folder)
         self.output_folder = get_datafolder(output_folder)
         self.config = config or DedupConfig()
         self.kind = kind
         self.fingerprint = self.config.fingerprint(kind)
+
+    def list_ahead(self) -> DedupBuckets:
+        """The signature folder and the output folder listed once, by the driver just before the stage, for its
+        tasks (``listed_ahead``): a task finds its band's files and whether its pairs are there without a
+        request. The listings stay true for the stage: the signatures ran, the run lock keeps any other writer
+        out, and each task writes only its own band."""
+        self.signatures_listed = listed_ahead(self.signatures_folder)
+        self.outputs_listed = listed_ahead(self.output_folder)
+        return self
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
         bands = n_bands(self.config, self.kind)
@@ -147,7 +171,7 @@ class DedupBuckets(PipelineStep):
             raise ValueError(f"the bucket stage needs one task per band: {bands} tasks, got {world_size}")
         band = rank
         out = pairs_path(band)
-        files = band_signature_files(self.signatures_folder, band, self.fingerprint)
+        files = band_signature_files(self.signatures_folder, band, self.fingerprint, self.signatures_listed)
         source = signature_digest(files)
         if self._pairs_done(out, band, bands, source) and (self.index is None or self.index.done(band)):
             logger.info(f"{out} already complete, skipping")
@@ -179,6 +203,12 @@ class DedupBuckets(PipelineStep):
 
     def _pairs_done(self, out: str, band: int, bands: int, source: int) -> bool:
         """The band's pairs validate and come from these signature files."""
-        if not is_valid(self.output_folder, out, PAIR_KIND, self.fingerprint, PAIR, rank=band, world_size=bands):
+        entry = None if self.outputs_listed is None else self.outputs_listed.get(out)
+        if self.outputs_listed is not None and entry is None:
+            return False  # not listed: not there
+        size, version = (entry["size"], listed_version(entry)) if entry else (None, None)
+        try:
+            pairs = open_records(self.output_folder, out, PAIR_KIND, self.fingerprint, PAIR, band, bands, size, version)
+        except CorruptFileError:
             return False
-        return open_records(self.output_folder, out, PAIR_KIND, self.fingerprint, PAIR).extra == source
+        return pairs.extra == source

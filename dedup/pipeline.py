@@ -246,5 +246,6 @@ def _key_stages(
         yield f"{prefix}_clusters", [UrlClusters(sigs, sigs, clusters, config, kind)], 1
         return
     index = _band_index(input_folder, layout, config) if write_index else None
-    yield f"{prefix}_buckets", [DedupBuckets(sigs, buckets, config, kind, index)], n_bands(config, kind)
+    bucket_step = DedupBuckets(sigs, buckets, config, kind, index).list_ahead()  # the signatures ran
+    yield f"{prefix}_buckets", [bucket_step], n_bands(config, kind)
     yield from cluster_stages(prefix, buckets, sigs, clusters, config, kind, rerun)
