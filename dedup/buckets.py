@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 import re
 import struct
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import xxhash
@@ -29,8 +29,18 @@ from dedup.keys import n_bands
 from dedup.pairs import PAIR, PAIR_KIND, StarEdges
 from dedup.records import CorruptFileError, Header, RecordFile, RecordWriter, listed_version, open_records
 
-if TYPE_CHECKING:
-    from dedup.index import BandIndex
+
+class BandKeys(Protocol):
+    """Where a bucket task hands its band's keys besides the pairs: this dump's index (``dedup.index.BandIndex``)."""
+
+    def done(self, band: int) -> bool:
+        """The band's part is there and validates (its task may be skipped)."""
+        ...
+
+    def write(self, band: int, keys: np.ndarray, documents: int) -> int:
+        """The band's salted keys (repeats allowed) and its document count; the keys it wrote."""
+        ...
+
 
 _SIG_NAME = re.compile(r"(\d{5})\.sig")
 LISTING_PAGE = 1000  # keys an S3 listing answers in one response
@@ -144,7 +154,7 @@ class DedupBuckets(PipelineStep):
         output_folder: DataFolderLike,
         config: DedupConfig | None = None,
         kind: str = "minhash",
-        index: BandIndex | None = None,
+        index: BandKeys | None = None,
     ):
         super().__init__()
         self.index = index

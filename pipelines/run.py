@@ -92,8 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=CPUS,
         default=STORE_WORKERS,
         metavar="N",
-        help="with an --out URL and no --workers: tasks run at once in the per-band dedup stages (buckets, index), "
-        f"which wait on the store more than they compute, when the store answers a listing in over "
+        help="with an --out URL and no --workers: tasks run at once in the per-band dedup stage (buckets, and the "
+        f"index with it), which waits on the store more than it computes, when the store answers a listing in over "
         f"{STORE_FAR_S * 1000:.0f} ms (default: {STORE_WORKERS}, never below the CPU count)",
     )
     parser.add_argument("--recipe", default=None, help="recipe YAML (default: the bundled FineWeb recipe)")
@@ -207,13 +207,13 @@ def check_args(args: argparse.Namespace) -> None:
 def store_workers(args: argparse.Namespace, tasks: int, round_trip_s: float) -> int | None:
     """Tasks at once for a per-band dedup stage (``STORE_BOUND_STAGES``) on a store whose listing of the stage's
     completions took ``round_trip_s``: up to ``--store-workers`` when the store is far (``STORE_FAR_S``), None
-    (the CPU count) when it is near or ``--workers`` was given. Each of these tasks is a few round trips (list
-    and read the band's signatures, look for the output, write it, its stats, marker and log) around a little
-    work, so two at a time on a 2-core node left a far store's latency one task after another; near it, each
-    extra pool process costs more CPU (its fork, its store client: ~0.2 s, ``bench.object_store``) than the
-    waits it overlaps. Memory stays bounded per task: a buckets task holds its sort buffer
-    (``sort_buffer_records``, runs spill to scratch), an index task its band's unique keys (8 bytes per curated
-    document of the dump); pool processes are forked from the driver and share its pages."""
+    (the CPU count) when it is near or ``--workers`` was given. Each of these tasks is a few round trips (read
+    the band's signatures, write its outputs, its stats, marker and log) around a little work, so two at a
+    time on a 2-core node left a far store's latency one task after another; near it, each extra pool process
+    costs more CPU (its fork, its store client: ~0.2 s, ``bench.object_store``) than the waits it overlaps.
+    Memory stays bounded per task: a buckets task holds its sort buffer (``sort_buffer_records``, runs spill to
+    scratch) and, writing the index, its band's distinct keys (8 bytes per curated document of the dump); pool
+    processes are forked from the driver and share its pages."""
     if args.workers is not None or round_trip_s < STORE_FAR_S:
         return None
     return min(tasks, max(os.cpu_count() or 1, args.store_workers))
