@@ -141,12 +141,14 @@ class RunStoreS3FileSystem(S3FileSystem):
     async def _size(self, path: str) -> int:
         return (await self._object_info(path))["size"]
 
-    def files_under(self, path: str) -> list[str]:
-        """The keys below the folder ``path`` (full names, sorted) by one listing; none when there are none.
-        ``find`` lists the same, then, finding nothing, asks whether ``path`` is itself a file (a HEAD and
-        another listing): the run asks it of every stage's completions, which a first run finds empty."""
+    def files_under(self, path: str, detail: bool = False) -> Any:
+        """The keys below the folder ``path`` (full names, sorted) by one listing; none when there are none;
+        ``detail``: by name, with the listing's details (size, ETag). ``find`` lists the same, then, finding
+        nothing, asks whether ``path`` is itself a file (a HEAD and another listing): the run asks it of every
+        stage's completions, which a first run finds empty."""
         parent, _, name = self._strip_protocol(path).rstrip("/").rpartition("/")
-        return sorted(self.find(parent, prefix=f"{name}/")) if parent else sorted(self.find(name))
+        found = self.find(parent, prefix=f"{name}/", detail=detail) if parent else self.find(name, detail=detail)
+        return dict(sorted(found.items())) if detail else sorted(found)
 
     def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
         details = kwargs.pop("details", None)

@@ -104,9 +104,14 @@ def keys_under(fs: fsspec.AbstractFileSystem, key: str) -> list[str]:
     """The keys below the folder ``key`` (full names, sorted; not ``key`` itself), by one listing: ``s3://``'s
     ``files_under`` (``common.s3_store``: ``find`` that finds nothing asks again whether ``key`` is a file, a HEAD
     and another listing), ``find`` on other file systems."""
+    return list(details_under(fs, key))
+
+
+def details_under(fs: fsspec.AbstractFileSystem, key: str) -> dict[str, dict]:
+    """``keys_under``'s keys, each with the listing's details (size, ETag), from the same one listing."""
     key = key.rstrip("/")
-    names = fs.files_under(key) if hasattr(fs, "files_under") else fs.find(key)
-    return sorted(name for name in names if name.startswith(f"{key}/"))
+    found = fs.files_under(key, detail=True) if hasattr(fs, "files_under") else fs.find(key, detail=True)
+    return {name: info for name, info in sorted(found.items()) if name.startswith(f"{key}/")}
 
 
 def scratch_name(path: str | os.PathLike[str]) -> str:

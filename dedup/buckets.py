@@ -12,21 +12,49 @@ from __future__ import annotations
 import posixpath
 import re
 import struct
+from typing import Protocol
 
+import numpy as np
 import xxhash
 from datatrove.data import DocumentsPipeline
 from datatrove.io import DataFolder, DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.utils.logging import logger
 
+from common.storage import details_under
 from dedup.config import DedupConfig
 from dedup.extsort import ExternalSorter, spill_space
 from dedup.formats import SIG_KIND, SIGNATURE, node_ids, pairs_path, runs_dir
 from dedup.keys import n_bands
 from dedup.pairs import PAIR, PAIR_KIND, StarEdges
-from dedup.records import CorruptFileError, Header, RecordFile, RecordWriter, is_valid, listed_version, open_records
+from dedup.records import CorruptFileError, Header, RecordFile, RecordWriter, listed_version, open_records
+
+
+class BandKeys(Protocol):
+    """Where a bucket task hands its band's keys besides the pairs: this dump's index (``dedup.index.BandIndex``)."""
+
+    def done(self, band: int) -> bool:
+        """The band's part is there and validates (its task may be skipped)."""
+        ...
+
+    def write(self, band: int, keys: np.ndarray, documents: int) -> int:
+        """The band's salted keys (repeats allowed) and its document count; the keys it wrote."""
+        ...
+
 
 _SIG_NAME = re.compile(r"(\d{5})\.sig")
+LISTING_PAGE = 1000  # keys an S3 listing answers in one response
+
+
+def listed_ahead(folder: DataFolder) -> dict[str, dict] | None:
+    """Every file below ``folder`` with its listing's details (size, ETag), by name relative to it, from one
+    listing, for one stage's band tasks to share: each asks its own band of it (a request each else, 14 a stage).
+    None on a local disk (a look-up there is no request) and above one listing page (every task would carry it)."""
+    if folder.is_local():
+        return None
+    root = folder.path.rstrip("/")
+    found = details_under(folder.fs, root)
+    return {name[len(root) + 1 :]: info for name, info in found.items()} if len(found) <= LISTING_PAGE else None
 
 
 def band_signature_files(
@@ -113,7 +141,9 @@ def band_pairs(
 
 
 class DedupBuckets(PipelineStep):
-    """Sorted buckets of one band -> ``<output>/band_XX.pairs`` (run with one task per band)."""
+    """Sorted buckets of one band -> ``<output>/band_XX.pairs`` (run with one task per band); with ``index``
+    (MinHash's, ``write_index``) also the band's part of this dump's index, from the same read and sort of its
+    signatures (a stage of its own read, listed and wrote them again: on a store ~8 requests a band)."""
 
     type = "🫂 - DEDUP"
     name = "🎯 buckets"
@@ -124,13 +154,26 @@ class DedupBuckets(PipelineStep):
         output_folder: DataFolderLike,
         config: DedupConfig | None = None,
         kind: str = "minhash",
+        index: BandKeys | None = None,
     ):
         super().__init__()
+        self.index = index
+        self.signatures_listed: dict[str, dict] | None = None  # list_ahead's
+        self.outputs_listed: dict[str, dict] | None = None
         self.signatures_folder = get_datafolder(signatures_folder)
         self.output_folder = get_datafolder(output_folder)
         self.config = config or DedupConfig()
         self.kind = kind
         self.fingerprint = self.config.fingerprint(kind)
+
+    def list_ahead(self) -> DedupBuckets:
+        """The signature folder and the output folder listed once, by the driver just before the stage, for its
+        tasks (``listed_ahead``): a task finds its band's files and whether its pairs are there without a
+        request. The listings stay true for the stage: the signatures ran, the run lock keeps any other writer
+        out, and each task writes only its own band."""
+        self.signatures_listed = listed_ahead(self.signatures_folder)
+        self.outputs_listed = listed_ahead(self.output_folder)
+        return self
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
         bands = n_bands(self.config, self.kind)
@@ -138,13 +181,11 @@ class DedupBuckets(PipelineStep):
             raise ValueError(f"the bucket stage needs one task per band: {bands} tasks, got {world_size}")
         band = rank
         out = pairs_path(band)
-        files = band_signature_files(self.signatures_folder, band, self.fingerprint)
+        files = band_signature_files(self.signatures_folder, band, self.fingerprint, self.signatures_listed)
         source = signature_digest(files)
-        if is_valid(self.output_folder, out, PAIR_KIND, self.fingerprint, PAIR, rank=band, world_size=bands):
-            done = open_records(self.output_folder, out, PAIR_KIND, self.fingerprint, PAIR)
-            if done.extra == source:
-                logger.info(f"{out} already complete, skipping")
-                return
+        if self._pairs_done(out, band, bands, source) and (self.index is None or self.index.done(band)):
+            logger.info(f"{out} already complete, skipping")
+            return
         buffer = self.config.sort_buffer_records
         block = max(1024, buffer // 4)
         header = Header(PAIR_KIND, self.fingerprint, band, bands, PAIR.itemsize)
@@ -157,7 +198,7 @@ class DedupBuckets(PipelineStep):
                             sorter.add(records["key"], node_ids(f.header.rank, records["doc"]))
                             self.stat_update("keys", value=len(records))
                 with RecordWriter(self.output_folder, out, header) as writer, self.track_time("pairs"):
-                    edges = StarEdges()
+                    edges = StarEdges(distinct_keys=self.index is not None)
                     for sorted_block in sorter.sorted_blocks():
                         pairs = edges.feed(sorted_block)
                         writer.write(pairs)
@@ -165,3 +206,19 @@ class DedupBuckets(PipelineStep):
                     writer.commit(extra=source)
             finally:
                 sorter.close()
+        if self.index is not None and edges.keys is not None:  # after the pairs; the task's marker after both
+            with self.track_time("index"):
+                keys = np.concatenate(edges.keys) if edges.keys else np.empty(0, np.uint64)
+                self.stat_update("index_keys", value=self.index.write(band, keys, sum(f.extra for f in files)))
+
+    def _pairs_done(self, out: str, band: int, bands: int, source: int) -> bool:
+        """The band's pairs validate and come from these signature files."""
+        entry = None if self.outputs_listed is None else self.outputs_listed.get(out)
+        if self.outputs_listed is not None and entry is None:
+            return False  # not listed: not there
+        size, version = (entry["size"], listed_version(entry)) if entry else (None, None)
+        try:
+            pairs = open_records(self.output_folder, out, PAIR_KIND, self.fingerprint, PAIR, band, bands, size, version)
+        except CorruptFileError:
+            return False
+        return pairs.extra == source

@@ -109,8 +109,57 @@ def band_task_done(
     return False
 
 
+class BandIndex:
+    """Writes this dump's index band by band (``band_XX.keys``, and ``index.json`` with band 0): the bucket stage
+    (``DedupBuckets``) hands it each band's keys from the signature read it sorts anyway, ``DedupIndex`` from the
+    signature files alone. One writer, so both make the same bytes."""
+
+    def __init__(
+        self,
+        input_folder: DataFolderLike,
+        index_folder: DataFolderLike,
+        config: DedupConfig,
+        salt: tuple[int | None, str | None] | None = None,
+    ) -> None:
+        """``salt``: ``run_group_salt`` of ``input_folder``, when the caller asked it once for every band (each
+        task asks it else: on a store a listing of the documents per band, and a read of their group column
+        per task process)."""
+        self.input_folder = input_folder
+        self.folder = get_datafolder(index_folder)
+        self.config = config
+        self.fingerprint = config.fingerprint("minhash")
+        self.salt = salt
+
+    def done(self, band: int) -> bool:
+        """The band's keys validate (and, for band 0, ``index.json`` is there: it is written after them)."""
+        bands = self.config.num_buckets
+        path = index_path(band)
+        if not is_valid(self.folder, path, INDEX_KIND, self.fingerprint, KEY, rank=band, world_size=bands):
+            return False
+        return band != 0 or self.folder.exists(INDEX_META)
+
+    def write(self, band: int, keys: np.ndarray, documents: int) -> int:
+        """The band's salted band ``keys`` (repeats allowed) as its sorted distinct unsalted keys; their count."""
+        bands = self.config.num_buckets
+        salt, group = self.salt or run_group_salt(self.input_folder, self.config.group_by)
+        unique = np.unique(unsalted(keys, salt))
+        records = np.empty(len(unique), dtype=KEY)
+        records["key"] = unique
+        header = Header(INDEX_KIND, self.fingerprint, band, bands, KEY.itemsize)
+        with RecordWriter(self.folder, index_path(band), header) as w:
+            w.write(records)
+            w.commit(extra=documents)
+        if band == 0:
+            meta = {"group_by": self.config.group_by, "group": group, "documents": documents, "bands": bands}
+            meta["fingerprint"] = f"{self.fingerprint:#x}"
+            atomic_write_text(self.folder.resolve_paths(INDEX_META), json.dumps(meta, indent=2))
+        return len(unique)
+
+
 class DedupIndex(PipelineStep):
-    """``minhash/index/band_XX.keys`` from this dump's signature files (one task per band)."""
+    """``minhash/index/band_XX.keys`` from a dump's signature files alone (one task per band). The dedup pipeline
+    writes the index in its bucket stage (``DedupBuckets`` with a ``BandIndex``); this step indexes signatures
+    without sorting them into pairs."""
 
     type = "🫂 - DEDUP"
     name = "🎯 dump index"
@@ -123,39 +172,20 @@ class DedupIndex(PipelineStep):
         config: DedupConfig | None = None,
         salt: tuple[int | None, str | None] | None = None,
     ) -> None:
-        """``salt``: ``run_group_salt`` of ``input_folder``, when the caller asked it once for every band (each
-        task asks it else: on a store a listing of the documents per band, and a read of their group column
-        per task process)."""
+        """``salt``: as ``BandIndex``'s."""
         super().__init__()
-        self.input_folder = input_folder
         self.signatures_folder = get_datafolder(signatures_folder)
-        self.index_folder = get_datafolder(index_folder)
-        self.config = config or DedupConfig()
-        self.fingerprint = self.config.fingerprint("minhash")
-        self.salt = salt
+        self.index = BandIndex(input_folder, index_folder, config or DedupConfig(), salt)
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
-        band, bands, path = rank, self.config.num_buckets, index_path(rank)
-        if band_task_done(self.index_folder, path, INDEX_KIND, self.fingerprint, KEY, band, world_size, bands):
+        band, index = rank, self.index
+        bands, fingerprint = index.config.num_buckets, index.fingerprint
+        if band_task_done(index.folder, index_path(band), INDEX_KIND, fingerprint, KEY, band, world_size, bands):
             return
-        files = band_signature_files(self.signatures_folder, band, self.fingerprint)
-        salt, group = self.salt or run_group_salt(self.input_folder, self.config.group_by)
+        files = band_signature_files(self.signatures_folder, band, fingerprint)  # never empty: it raises
         with self.track_time("keys"):
-            parts = [f.read_all()["key"] for f in files]
-            keys = np.unique(unsalted(np.concatenate(parts), salt)) if parts else np.empty(0, np.uint64)
-        documents = sum(f.extra for f in files)
-        records = np.empty(len(keys), dtype=KEY)
-        records["key"] = keys
-        with RecordWriter(
-            self.index_folder, path, Header(INDEX_KIND, self.fingerprint, band, bands, KEY.itemsize)
-        ) as w:
-            w.write(records)
-            w.commit(extra=documents)
-        self.stat_update("keys", value=len(keys))
-        if band == 0:
-            meta = {"group_by": self.config.group_by, "group": group, "documents": documents, "bands": bands}
-            meta["fingerprint"] = f"{self.fingerprint:#x}"
-            atomic_write_text(self.index_folder.resolve_paths(INDEX_META), json.dumps(meta, indent=2))
+            keys = np.concatenate([f.read_all()["key"] for f in files])
+            self.stat_update("keys", value=index.write(band, keys, sum(f.extra for f in files)))
 
 
 def check_index(index_folder: str | Path, config: DedupConfig) -> dict:

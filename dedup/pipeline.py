@@ -10,7 +10,7 @@ Run directory layout (per dump)::
     removed/minhash/         <rank>.parquet          stage 4, the other members of each cluster
     minhash/exact/...        and removed/exact/      the same for the optional exact pass
     minhash/url/...          and removed/url_dedup/  the optional URL pass (signatures, clusters)
-    minhash/index/           band_XX.keys, index.json  this dump's index, for later dumps (write_index)
+    minhash/index/           band_XX.keys, index.json  stage 2 (write_index): this dump's index, for later dumps
     minhash/cross_dump/      matches/, clusters/ and removed/cross_dump/  matches against earlier dumps
     minhash/bff/clusters/    <rank>.decisions, <rank>.cuts, summary.json  BFF (method "bff"), and removed/bff/
 
@@ -36,7 +36,7 @@ from dedup.bff_stage import REMOVED_COLUMN, BffDedup, BffFilter
 from dedup.buckets import DedupBuckets
 from dedup.config import DedupConfig
 from dedup.filter import ID_COLUMN, SIZE_COLUMN, DedupFilter
-from dedup.index import CrossDumpClusters, CrossDumpMatches, DedupIndex, run_group_salt
+from dedup.index import BandIndex, CrossDumpClusters, CrossDumpMatches, run_group_salt
 from dedup.keys import n_bands
 from dedup.signatures import DedupSignatures
 from dedup.star import Rerun, Stage, cluster_stages
@@ -151,9 +151,10 @@ def build_dedup_stages(
             steps = [document_reader(input_folder), *prefilters]
             yield "dedup_bff", [BffDedup(steps, input_folder, layout.clusters("bff"), config, doc_tasks)], 1
         else:
-            yield from _key_stages(kind, input_folder, layout, config, doc_tasks, prefilters, rerun)
-    if near == "minhash":  # the index is MinHash's band keys; BFF writes none
-        yield from _index_stages(input_folder, layout, config, write_index)
+            index = write_index and kind == "minhash"  # the index is MinHash's band keys; BFF writes none
+            yield from _key_stages(kind, input_folder, layout, config, doc_tasks, prefilters, rerun, index)
+    if near == "minhash" and config.dedup_against:
+        yield from _cross_dump_stages(input_folder, layout, config)
     schema = SharedSchema(input_folder)  # one listing and open of the input for the task's writers, not one each
     final_filters: list[PipelineStep] = [
         DedupFilter(
@@ -202,25 +203,25 @@ def build_dedup_stages(
     yield "dedup_filter", filter_steps, doc_tasks
 
 
-def _index_stages(
-    input_folder: DataFolderLike, layout: DedupLayout, config: DedupConfig, write_index: bool
-) -> list[Stage]:
-    """This dump's index (from its MinHash signatures), and its matches against earlier dumps'."""
+def _band_index(input_folder: DataFolderLike, layout: DedupLayout, config: DedupConfig) -> BandIndex:
+    """This dump's index, written by the MinHash bucket stage's band tasks. The documents' group is asked once
+    here, not by each band's task: the curated documents are final (called once the signatures ran). A failure
+    (several groups, an unreadable file) is left to the tasks, which raise it as they did."""
+    try:
+        salt = run_group_salt(input_folder, config.group_by)
+    except Exception:  # noqa: BLE001
+        salt = None
+    return BandIndex(input_folder, layout.index, config, salt)
+
+
+def _cross_dump_stages(input_folder: DataFolderLike, layout: DedupLayout, config: DedupConfig) -> list[Stage]:
+    """This dump's matches against earlier dumps' indexes."""
     sigs, bands = layout.signatures("minhash"), config.num_buckets
-    stages: list[Stage] = []
-    if write_index:
-        # the documents' group asked once here, not by each band's task: the curated documents are final. A
-        # failure (several groups, an unreadable file) is left to the tasks, which raise it as they did
-        try:
-            salt = run_group_salt(input_folder, config.group_by)
-        except Exception:  # noqa: BLE001
-            salt = None
-        stages.append(("dedup_index", [DedupIndex(input_folder, sigs, layout.index, config, salt)], bands))
-    if config.dedup_against:
-        matches, clusters = layout.part("minhash", "cross_dump", "matches"), layout.clusters("cross_dump")
-        stages.append(("dedup_cross_dump_matches", [CrossDumpMatches(input_folder, sigs, matches, config)], bands))
-        stages.append(("dedup_cross_dump_clusters", [CrossDumpClusters(matches, sigs, clusters, config)], 1))
-    return stages
+    matches, clusters = layout.part("minhash", "cross_dump", "matches"), layout.clusters("cross_dump")
+    return [
+        ("dedup_cross_dump_matches", [CrossDumpMatches(input_folder, sigs, matches, config)], bands),
+        ("dedup_cross_dump_clusters", [CrossDumpClusters(matches, sigs, clusters, config)], 1),
+    ]
 
 
 def _key_stages(
@@ -231,6 +232,7 @@ def _key_stages(
     doc_tasks: int,
     prefilters: list[PipelineStep],
     rerun: Rerun | None = None,
+    write_index: bool = False,
 ) -> Iterator[Stage]:
     prefix = "dedup" if kind == "minhash" else f"dedup_{kind}"
     sigs, buckets, clusters = layout.signatures(kind), layout.buckets(kind), layout.clusters(kind)
@@ -243,5 +245,7 @@ def _key_stages(
     if kind == "url":  # grouped by URL key in memory: no LSH buckets
         yield f"{prefix}_clusters", [UrlClusters(sigs, sigs, clusters, config, kind)], 1
         return
-    yield f"{prefix}_buckets", [DedupBuckets(sigs, buckets, config, kind)], n_bands(config, kind)
+    index = _band_index(input_folder, layout, config) if write_index else None
+    bucket_step = DedupBuckets(sigs, buckets, config, kind, index).list_ahead()  # the signatures ran
+    yield f"{prefix}_buckets", [bucket_step], n_bands(config, kind)
     yield from cluster_stages(prefix, buckets, sigs, clusters, config, kind, rerun)

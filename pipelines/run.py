@@ -50,7 +50,7 @@ VERSIONED = ("datatrove", "trafilatura", "fasttext-numpy2-wheel", "fast-langdete
 
 STORE_WORKERS = 8  # --store-workers' default: 14 band tasks in two rounds
 STORE_FAR_S = 0.02  # a listing slower than this: the store is far enough for more tasks at once to pay
-STORE_BOUND_STAGES = frozenset({"dedup_buckets", "dedup_index"})  # one small task per band (dedup/pipeline.py)
+STORE_BOUND_STAGES = frozenset({"dedup_buckets"})  # one small task per band (dedup/pipeline.py)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,8 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=CPUS,
         default=STORE_WORKERS,
         metavar="N",
-        help="with an --out URL and no --workers: tasks run at once in the per-band dedup stages (buckets, index), "
-        f"which wait on the store more than they compute, when the store answers a listing in over "
+        help="with an --out URL and no --workers: tasks run at once in the per-band dedup stage (buckets, and the "
+        f"index with it), which waits on the store more than it computes, when the store answers a listing in over "
         f"{STORE_FAR_S * 1000:.0f} ms (default: {STORE_WORKERS}, never below the CPU count)",
     )
     parser.add_argument("--recipe", default=None, help="recipe YAML (default: the bundled FineWeb recipe)")
@@ -207,22 +207,30 @@ def check_args(args: argparse.Namespace) -> None:
 def store_workers(args: argparse.Namespace, tasks: int, round_trip_s: float) -> int | None:
     """Tasks at once for a per-band dedup stage (``STORE_BOUND_STAGES``) on a store whose listing of the stage's
     completions took ``round_trip_s``: up to ``--store-workers`` when the store is far (``STORE_FAR_S``), None
-    (the CPU count) when it is near or ``--workers`` was given. Each of these tasks is a few round trips (list
-    and read the band's signatures, look for the output, write it, its stats, marker and log) around a little
-    work, so two at a time on a 2-core node left a far store's latency one task after another; near it, each
-    extra pool process costs more CPU (its fork, its store client: ~0.2 s, ``bench.object_store``) than the
-    waits it overlaps. Memory stays bounded per task: a buckets task holds its sort buffer
-    (``sort_buffer_records``, runs spill to scratch), an index task its band's unique keys (8 bytes per curated
-    document of the dump); pool processes are forked from the driver and share its pages."""
+    (the CPU count) when it is near or ``--workers`` was given. Each of these tasks is a few round trips (read
+    the band's signatures, write its outputs, its stats, marker and log) around a little work, so two at a
+    time on a 2-core node left a far store's latency one task after another; near it, each extra pool process
+    costs more CPU (its fork, its store client: ~0.2 s, ``bench.object_store``) than the waits it overlaps.
+    Memory stays bounded per task: a buckets task holds its sort buffer (``sort_buffer_records``, runs spill to
+    scratch) and, writing the index, its band's distinct keys (8 bytes per curated document of the dump); pool
+    processes are forked from the driver and share its pages."""
     if args.workers is not None or round_trip_s < STORE_FAR_S:
         return None
     return min(tasks, max(os.cpu_count() or 1, args.store_workers))
 
 
 def run_stage(
-    args: argparse.Namespace, layout: RunLayout, cpu: CpuLedger, name: str, pipeline: list, tasks: int
+    args: argparse.Namespace,
+    layout: RunLayout,
+    cpu: CpuLedger,
+    name: str,
+    pipeline: list,
+    tasks: int,
+    stats: dict[str, str],
 ) -> int:
     """One stage on the chosen executor, its logs, stats and completions filed under ``name``; its task count.
+    ``stats`` gets the stats files the tasks this process ran wrote (``<stage>/NNNNN.json``: their text), for the
+    run's ``stats.json`` (``merge_run_stats``).
 
     On a store, each task's document files upload in the background while it goes on, and it completes only
     once they landed (``common.uploads``); a per-band dedup stage may run more tasks at once (``store_workers``)."""
@@ -238,20 +246,26 @@ def run_stage(
         if name in STORE_BOUND_STAGES:
             executor.workers = store_workers(args, tasks, listing_s) or executor.workers
     cpu.written()  # the last stage's figures in cpu.json before any task process is forked
-    executor.run()
+    ran = executor.run()
+    stats.update({f"{name}/{file}": text for file, text in getattr(ran, "files", {}).items()})
     if args.executor == "local":  # tasks elsewhere spend CPU this process cannot see
         cpu.add(name, process_cpu_seconds() - start)
     return tasks
 
 
 def run_curate(
-    args: argparse.Namespace, recipe: Recipe, source: ResolvedSource, layout: RunLayout, cpu: CpuLedger
+    args: argparse.Namespace,
+    recipe: Recipe,
+    source: ResolvedSource,
+    layout: RunLayout,
+    cpu: CpuLedger,
+    stats: dict[str, str],
 ) -> int:
     inputs = str(layout.root / "inputs.txt")
     pipeline = build_curate_pipeline(
         recipe.curate, source.base, inputs, source.dump, str(layout.curated), str(layout.removed_root)
     )
-    return run_stage(args, layout, cpu, "curate", pipeline, args.tasks or len(source.paths))
+    return run_stage(args, layout, cpu, "curate", pipeline, args.tasks or len(source.paths), stats)
 
 
 def dedup_indexes(args: argparse.Namespace, recipe: Recipe, run_root: Path) -> tuple[str, ...]:
@@ -283,6 +297,7 @@ def run_dedup(
     cpu: CpuLedger,
     against: tuple[str, ...],
     doc_tasks: int,
+    stats: dict[str, str],
 ) -> dict[str, int]:
     """URL / exact passes (when the recipe asks), MinHash-LSH over this dump's curated documents (FineWeb:
     per dump), [this dump's index], [matches against earlier dumps' indexes], stage after stage; ``doc_tasks``:
@@ -299,7 +314,7 @@ def run_dedup(
     stages = build_dedup_stages(
         str(layout.curated), str(layout.root), config, tasks=doc_tasks, write_index=write_index, rerun=rerun
     )
-    return {name: run_stage(args, layout, cpu, name, steps, n_tasks) for name, steps, n_tasks in stages}
+    return {name: run_stage(args, layout, cpu, name, steps, n_tasks, stats) for name, steps, n_tasks in stages}
 
 
 def curated_files(layout: RunLayout) -> int:
@@ -396,20 +411,21 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
         children_die_with_me()  # a SIGKILLed run leaves no Manager server, pool worker or sandbox behind
         cpu = CpuLedger(layout.root)
         stack.callback(cpu.written, quiet=True)  # before the lock is released, also when the run fails
-        tasks = {"curate": run_curate(args, recipe, source, layout, cpu)}
+        written: dict[str, str] = {}  # the stats files of the tasks run here (run_stage)
+        tasks = {"curate": run_curate(args, recipe, source, layout, cpu, written)}
         curated = curated_files(layout)
         kept_any = curated > 0
         if not kept_any:  # the dedup readers (datatrove's) stop at an empty folder; there is nothing to compare
             print("curation kept no documents: deduplication skipped", file=sys.stderr)
         elif recipe.dedup.enabled and not args.no_dedup:
-            tasks.update(run_dedup(args, recipe, layout, cpu, against, curated))
+            tasks.update(run_dedup(args, recipe, layout, cpu, against, curated, written))
         from pipelines.report import add_evaluation
         from pipelines.report.write import written_report
         from pipelines.stats import merge_run_stats
 
         if args.executor == "local":  # the whole process: interpreter, imports, every stage (pipelines.plan)
             cpu.add("process", process_cpu_seconds())
-        stats = merge_run_stats(layout.root, list(tasks), tasks)
+        stats = merge_run_stats(layout.root, list(tasks), tasks, written)
         cpu.written()
         print_summary(layout, stats, *written_report(layout.root))
         if knobs is not None and not kept_any:

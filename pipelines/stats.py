@@ -7,6 +7,7 @@ resume it would undercount; here every ``stats/<stage>/NNNNN.json`` on disk is s
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,14 +64,19 @@ def summarize_step(step: dict) -> dict:
     }
 
 
-def merge_run_stats(root: Path, stages: list[str], tasks: dict[str, int] | None = None) -> dict:
-    """Write ``root/stats.json`` (all stages, all tasks on disk) and return it."""
+def merge_run_stats(
+    root: Path, stages: list[str], tasks: dict[str, int] | None = None, known: Mapping[str, str] | None = None
+) -> dict:
+    """Write ``root/stats.json`` (all stages, all tasks on disk) and return it. ``known``: the text of stats files
+    this process has (``<stage>/NNNNN.json``: its own tasks wrote them, ``pipelines.executors.TaskStats``), read
+    only when the listing shows another (a task of an earlier invocation)."""
     out: dict[str, Any] = {"stages": {}}
     # every stage's stats files and completions by two listings, the stats read together (on a store: a
     # listing of each and a read of the stats per stage, one after another, were 3 round trips a stage)
     stats_files, completions = files_by_folder(root / "stats", "*.json"), files_by_folder(root / "completions")
-    names = [name for stage in stages for name in stats_files.get(stage, [])]
-    texts = dict(zip(names, read_files(root / "stats", names), strict=True))
+    known = known or {}
+    names = [name for stage in stages for name in stats_files.get(stage, []) if name not in known]
+    texts = {**known, **dict(zip(names, read_files(root / "stats", names), strict=True))}
     for stage in stages:
         merged = merge_stage([texts[name] for name in stats_files.get(stage, [])])
         entry: dict[str, Any] = {"tasks_completed": len(completions.get(stage, []))}

@@ -13,8 +13,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from datatrove.data import DocumentsPipeline
 from datatrove.executor.base import ExecutorJSONEncoder
 from datatrove.io import get_datafolder
+from datatrove.pipeline.base import PipelineStep
+from datatrove.utils.stats import PipelineStats
 
 from common.documents import DocumentWriter, SharedSchema, folder_schema
 from common.run_dir import kept_documents_dir, parquet_under
@@ -27,6 +30,7 @@ from pipelines.executors import local_executor
 from pipelines.layout import StageFolder
 from pipelines.report.data import DocSet, _json_object
 from pipelines.report.scan import count_rows, iter_batches
+from pipelines.stats import merge_run_stats
 from tests.support.s3_server import s3, s3_server_session  # noqa: F401
 
 
@@ -110,7 +114,7 @@ def test_the_driver_asks_every_stage_s_files_by_one_listing(s3, tmp_path: Path) 
     saved = fs.cat_file("grouped/run/logs/dedup_buckets/executor.json").decode()
     assert saved == json.dumps(executor, cls=ExecutorJSONEncoder, indent=4)  # datatrove's own bytes
     calls.clear()
-    first = local_executor([], 3, 2, StageFolder("s3://grouped/run", "dedup_index"))  # a stage not run yet
+    first = local_executor([], 3, 2, StageFolder("s3://grouped/run", "dedup_filter"))  # a stage not run yet
     assert [first.is_rank_completed(r) for r in range(3)] == [False, False, False]
     assert first.get_incomplete_ranks() == [0, 1, 2]
     assert calls == Counter(ListObjectsV2=1)  # s3fs's find would add a HEAD and a listing to find nothing
@@ -259,3 +263,39 @@ def test_the_clients_of_one_process_share_one_tls_context(s3) -> None:  # noqa: 
     assert context_of(first).verify_mode == ssl.CERT_REQUIRED  # verified as aiobotocore's own
     unverified, _ = filesystem("s3://tls/run", skip_instance_cache=True, client_kwargs={"verify": False})
     assert context_of(unverified) is not context_of(first) and context_of(unverified).verify_mode == ssl.CERT_NONE
+
+
+class _Count(PipelineStep):
+    """A step with stats of its own: a counter and a timing."""
+
+    name = "count"
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        with self.track_time():
+            self.stat_update("seen", value=rank + 1)
+        yield from ()
+
+
+def test_the_run_s_stats_merge_reads_back_only_the_stats_of_tasks_it_did_not_run(s3) -> None:  # noqa: F811
+    """The local executor hands the driver the stats files its tasks wrote (``TaskStats``); ``merge_run_stats``
+    reads from the store only the others' (a task of an earlier invocation), and writes the same stats.json."""
+    s3.make_bucket("merge")
+    fs, calls = counted("s3://merge/run")
+    step = _Count()
+    list(step(None, 1, 3))  # task 1, run by an earlier invocation
+    fs.pipe_file("merge/run/stats/curate/00001.json", PipelineStats([step]).to_json().encode())
+    fs.pipe_file("merge/run/completions/curate/00001", b"")
+    executor = local_executor([_Count()], 3, 1, StageFolder("s3://merge/run", "curate"))
+    executor.list_completions()
+    ran = executor.run()
+    assert sorted(ran.files) == ["00000.json", "00002.json"]  # the task it skipped wrote none
+    for name, text in ran.files.items():
+        assert fs.cat_file(f"merge/run/stats/curate/{name}").decode() == text
+    known = {f"curate/{name}": text for name, text in ran.files.items()}
+    calls.clear()
+    merged = merge_run_stats(as_path("s3://merge/run"), ["curate"], {"curate": 3}, known)
+    assert calls == Counter(ListObjectsV2=2, GetObject=1, PutObject=1)  # the earlier task's stats alone read
+    written = fs.cat_file("merge/run/stats.json")
+    assert merge_run_stats(as_path("s3://merge/run"), ["curate"], {"curate": 3}) == merged  # all read back
+    assert fs.cat_file("merge/run/stats.json") == written
+    assert merged["stages"]["curate"]["steps"][0]["counters"] == {"seen": 1 + 2 + 3}

@@ -14,6 +14,7 @@ import pytest
 
 from dedup.config import DedupConfig
 from dedup.evaluation import jaccard, near_duplicate
+from dedup.index import DedupIndex
 from dedup.keys import MinhashKeyer
 from dedup.records import CorruptFileError
 from dedup.run import main, run_dedup
@@ -55,11 +56,40 @@ def dumps(tmp_path_factory) -> dict:
     run_dedup(str(root / "A_docs"), str(root / "A"), workers=1, write_index=True)
     index = json.loads((root / "A" / "minhash" / "index" / "index.json").read_text())
     assert index["group"] == "A" and index["documents"] == 300
+    # the index the bucket stage wrote, against DedupIndex's from the same signature files alone
+    for band in range(DedupConfig().num_buckets):
+        sigs = root / "A" / "minhash" / "signatures"
+        DedupIndex(str(root / "A_docs"), str(sigs), str(root / "A_reference")).run(rank=band, world_size=14)
+    reference = {p.name: p.read_bytes() for p in (root / "A_reference").iterdir()}
     # B may read nothing of A but its index: no documents, no signatures to recompute from
     shutil.rmtree(root / "A_docs")
     shutil.rmtree(root / "A" / "minhash" / "signatures")
     shutil.rmtree(root / "A" / "deduped")
-    return {"root": root, "jaccards": jaccards}
+    return {"root": root, "jaccards": jaccards, "reference": reference}
+
+
+def test_the_bucket_stage_writes_the_index_a_stage_of_its_own_wrote(dumps) -> None:
+    index = dumps["root"] / "A" / "minhash" / "index"
+    assert len(dumps["reference"]) == 15  # 14 bands and index.json
+    assert {p.name: p.read_bytes() for p in index.iterdir()} == dumps["reference"]
+
+
+def test_a_band_task_is_skipped_only_when_its_pairs_and_index_keys_are_there(dumps, tmp_path: Path) -> None:
+    """The bucket task of a band whose index keys (or index.json, written after band 0's keys) are missing runs
+    again, though its pairs are there: both come from the same read, the completion marker after both."""
+    run_dedup(str(dumps["root"] / "B_docs"), str(tmp_path), workers=1, write_index=True)
+    written = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and "logs" not in p.parts}
+    index, done = tmp_path / "minhash" / "index", tmp_path / "logs" / "dedup_buckets" / "completions"
+    (index / "band_03.keys").unlink()
+    (index / "index.json").unlink()
+    for rank in (0, 3, 5):  # band 5's marker alone: its pairs and keys are there, it is skipped
+        (done / f"{rank:05d}").unlink()
+    before = {p: p.stat().st_mtime_ns for p in written if p.exists()}
+    run_dedup(str(dumps["root"] / "B_docs"), str(tmp_path), workers=1, write_index=True)
+    assert {p: p.read_bytes() for p in written} == written
+    changed = {p.relative_to(tmp_path).as_posix() for p in written if p.stat().st_mtime_ns != before.get(p)}
+    rerun = {f"minhash/{part}" for part in ("buckets/band_00.pairs", "buckets/band_03.pairs", "index/index.json")}
+    assert changed == {*rerun, "minhash/index/band_00.keys", "minhash/index/band_03.keys"}
 
 
 def test_b_loses_its_near_duplicates_of_a(dumps) -> None:

@@ -11,7 +11,8 @@ import numpy as np
 from datatrove.io import get_datafolder
 
 from common.storage import filesystem
-from dedup.buckets import band_signature_files
+from dedup.buckets import DedupBuckets, band_signature_files
+from dedup.config import DedupConfig
 from dedup.formats import SIG_KIND, SIGNATURE
 from dedup.records import Header, RecordWriter, listed_version, open_records
 from tests.support.s3_server import S3Server, s3, s3_server_session  # noqa: F401
@@ -89,3 +90,38 @@ def test_a_small_record_file_is_fetched_again_only_at_another_listed_version(s3:
     assert every == [band_signature_files(folder, band, FP) for band in (0, 1)]
     # the two bands' own listings (none with the whole listing given); band 1's file read once, band 0's kept
     assert calls == Counter(ListObjectsV2=2, GetObject=1)
+
+
+def test_a_bucket_task_takes_its_band_s_files_from_the_driver_s_listings(s3: S3Server, tmp_path) -> None:  # noqa: F811
+    """``DedupBuckets.list_ahead``: the driver lists the signatures and the output folder once before the stage;
+    a band's task then neither lists its band nor looks its pairs up, and writes the pairs a local run writes. A
+    task whose pairs the listing shows is skipped."""
+    bucket = s3.make_bucket("ahead")
+    config = DedupConfig()
+    fp, bands = config.fingerprint("minhash"), config.num_buckets
+    fs, _ = filesystem(bucket)
+    fs.connect()
+    calls: Counter = Counter()
+    fs._s3.meta.events.register("before-call.s3", lambda model, **_: calls.update([model.name]))
+    rng, header = np.random.default_rng(3), Header(SIG_KIND, fp, 0, 1, SIGNATURE.itemsize)
+    for folder in (get_datafolder(f"{bucket}/sigs"), get_datafolder(str(tmp_path / "sigs"))):
+        for band in range(bands):
+            records = np.zeros(50, dtype=SIGNATURE)
+            records["key"], records["doc"] = rng.integers(0, 20, 50), np.arange(50)
+            with RecordWriter(folder, f"band_{band:02d}/00000.sig", header) as w:
+                w.write(records)
+                w.commit(extra=50)
+        rng = np.random.default_rng(3)  # the same signatures in both
+    step = DedupBuckets(f"{bucket}/sigs", f"{bucket}/buckets", config)
+    calls.clear()
+    step.list_ahead()
+    assert calls == Counter(ListObjectsV2=2)  # the output folder is empty: no HEAD and second listing for it
+    calls.clear()
+    step.run(rank=3, world_size=bands)
+    assert calls == Counter(GetObject=1, PutObject=1)  # the band's signature file, the pairs
+    DedupBuckets(str(tmp_path / "sigs"), str(tmp_path / "buckets"), config).run(rank=3, world_size=bands)
+    assert fs.cat_file(f"{bucket}/buckets/band_03.pairs") == (tmp_path / "buckets" / "band_03.pairs").read_bytes()
+    again = DedupBuckets(f"{bucket}/sigs", f"{bucket}/buckets", config).list_ahead()
+    calls.clear()
+    again.run(rank=3, world_size=bands)
+    assert "PutObject" not in calls and "HeadObject" not in calls and "ListObjectsV2" not in calls  # skipped

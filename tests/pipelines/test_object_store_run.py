@@ -131,7 +131,7 @@ def test_sample_to_s3_killed_then_rerun_matches_a_local_run(
 
 
 def test_the_per_band_stages_run_more_tasks_at_once_only_on_a_far_store(tmp_path: Path, capsys) -> None:
-    """``--store-workers``: the dedup stages of one small task per band wait on a far store, not the CPU."""
+    """``--store-workers``: the dedup stage of one small task per band waits on a far store, not the CPU."""
     parse, cpus, far = build_parser().parse_args, os.cpu_count() or 1, STORE_FAR_S * 2
     args = parse(["sample"])
     assert store_workers(args, 14, far) == min(14, max(cpus, STORE_WORKERS))
