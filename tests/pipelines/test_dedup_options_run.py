@@ -77,8 +77,15 @@ def test_url_exact_and_cross_dump_passes(tmp_path: Path) -> None:
     assert next(r["date"] for r in deduped if r["url"] == same_url) == newer.date  # the newest capture stays
 
     stages = json.loads((run_b / "stats.json").read_text())["stages"]
-    for stage in ("dedup_url_signatures", "dedup_url_clusters", "dedup_exact_signatures", "dedup_buckets",
-                  "dedup_cross_dump_matches", "dedup_cross_dump_clusters", "dedup_filter"):
+    for stage in (
+        "dedup_url_signatures",
+        "dedup_url_clusters",
+        "dedup_exact_signatures",
+        "dedup_buckets",
+        "dedup_cross_dump_matches",
+        "dedup_cross_dump_clusters",
+        "dedup_filter",
+    ):
         assert stages[stage]["tasks_completed"] == stages[stage]["tasks_total"], stage
     report = {s["step"]: s for s in json.loads((run_b / "report" / "report.json").read_text())["steps"]}
     assert (report["url_dedup"]["dropped"], report["exact"]["dropped"], report["minhash"]["dropped"]) == (1, 1, 2)
