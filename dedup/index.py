@@ -119,16 +119,16 @@ class BandIndex:
         input_folder: DataFolderLike,
         index_folder: DataFolderLike,
         config: DedupConfig,
-        salt: tuple[int | None, str | None] | None = None,
+        group_salt: tuple[int | None, str | None] | None = None,
     ) -> None:
-        """``salt``: ``run_group_salt`` of ``input_folder``, when the caller asked it once for every band (each
+        """``group_salt``: ``run_group_salt`` of ``input_folder``, when the caller asked it once for every band (each
         task asks it else: on a store a listing of the documents per band, and a read of their group column
         per task process)."""
         self.input_folder = input_folder
         self.folder = get_datafolder(index_folder)
         self.config = config
         self.fingerprint = config.fingerprint("minhash")
-        self.salt = salt
+        self.group_salt = group_salt
 
     def done(self, band: int) -> bool:
         """The band's keys validate (and, for band 0, ``index.json`` is there: it is written after them)."""
@@ -141,7 +141,7 @@ class BandIndex:
     def write(self, band: int, keys: np.ndarray, documents: int) -> int:
         """The band's salted band ``keys`` (repeats allowed) as its sorted distinct unsalted keys; their count."""
         bands = self.config.num_buckets
-        salt, group = self.salt or run_group_salt(self.input_folder, self.config.group_by)
+        salt, group = self.group_salt or run_group_salt(self.input_folder, self.config.group_by)
         unique = np.unique(unsalted(keys, salt))
         records = np.empty(len(unique), dtype=KEY)
         records["key"] = unique
@@ -170,12 +170,12 @@ class DedupIndex(PipelineStep):
         signatures_folder: DataFolderLike,
         index_folder: DataFolderLike,
         config: DedupConfig | None = None,
-        salt: tuple[int | None, str | None] | None = None,
+        group_salt: tuple[int | None, str | None] | None = None,
     ) -> None:
-        """``salt``: as ``BandIndex``'s."""
+        """``group_salt``: as ``BandIndex``'s."""
         super().__init__()
         self.signatures_folder = get_datafolder(signatures_folder)
-        self.index = BandIndex(input_folder, index_folder, config or DedupConfig(), salt)
+        self.index = BandIndex(input_folder, index_folder, config or DedupConfig(), group_salt)
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
         band, index = rank, self.index

@@ -208,10 +208,10 @@ def _band_index(input_folder: DataFolderLike, layout: DedupLayout, config: Dedup
     here, not by each band's task: the curated documents are final (called once the signatures ran). A failure
     (several groups, an unreadable file) is left to the tasks, which raise it as they did."""
     try:
-        salt = run_group_salt(input_folder, config.group_by)
+        group_salt = run_group_salt(input_folder, config.group_by)
     except Exception:  # noqa: BLE001
-        salt = None
-    return BandIndex(input_folder, layout.index, config, salt)
+        group_salt = None
+    return BandIndex(input_folder, layout.index, config, group_salt)
 
 
 def _cross_dump_stages(input_folder: DataFolderLike, layout: DedupLayout, config: DedupConfig) -> list[Stage]:
