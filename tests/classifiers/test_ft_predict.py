@@ -208,7 +208,7 @@ def test_unreadable_files_raise_one_line_errors(tmp_path: Path) -> None:
         assert "\n" not in str(err.value) and str(path) in str(err.value)
 
 
-def test_hidden_rows_are_fasttext_tokens_summed_in_order_across_chunks(sample_texts: list[str]) -> None:
+def test_hidden_sums_through_reused_buffers_equal_a_fresh_gather(sample_texts: list[str]) -> None:
     """Tokens split at fastText's separators (no regex), and each text's rows summed as one float32 gather reduced
     with ``dtype=float64`` sums them, bit for bit: the gather buffers are reused from chunk to chunk, widened to
     float64 before the sum, and grow for a text over one chunk."""
