@@ -26,11 +26,11 @@ from threadpoolctl import ThreadpoolController
 from classifiers.ft_format import LABEL_PREFIX, FastTextFile, read_fasttext
 from classifiers.ft_subwords import EOS, subword_rows
 
-TOKEN = re.compile(r"[^ \n\r\t\v\f\x00]+")
+FASTTEXT_SEPARATORS = "\n\r\t\v\f\x00"  # with the space, where fastText splits a line into tokens
 # characters where ``str.split()`` and fastText disagree: NUL splits only in fastText, these only in Python
 SPLIT_DIFFERS = re.compile("[\x00\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
 LOG_EPS = 1e-5  # fastText's std_log(x) = log(x + 1e-5)
-MAX_BATCH_CELLS = 1 << 22  # tokens x dim gathered at once
+MAX_BATCH_CELLS = 1 << 20  # tokens x dim gathered at once (into buffers kept for the next chunk: 4 + 8 MB)
 PREDICT_CHUNK = 256  # texts per output-layer pass (bounds the batch x labels x depth gather)
 
 
@@ -115,6 +115,9 @@ class UnigramPredictor:
         # a cached word costs its row sum plus roughly 100 bytes of dictionary entry and string
         self.max_words = max(1024, max_cache_bytes // (4 * model.args.dim + 100))
         self.output = np.asarray(model.output, dtype=np.float64)
+        # the tokens' rows of one chunk, gathered here and widened into _gathered64 (see _hidden_chunk)
+        self._gathered = np.empty((0, model.args.dim), dtype=np.float32)
+        self._gathered64 = np.empty((0, model.args.dim), dtype=np.float64)
         if model.args.loss == "hs":
             self.paths = hs_paths(model.label_counts)
             self.output = self.output[: len(self.labels) - 1]
@@ -160,7 +163,13 @@ class UnigramPredictor:
     @staticmethod
     def tokens(text: str) -> list[str]:
         """fastText's tokens of one line: ``</s>`` ends it (and is a token), labels are skipped."""
-        tokens = TOKEN.findall(text) if SPLIT_DIFFERS.search(text) else text.split()
+        if SPLIT_DIFFERS.search(text):  # fastText's separators made spaces, then one split: no regex scan
+            for separator in FASTTEXT_SEPARATORS:
+                if separator in text:
+                    text = text.replace(separator, " ")
+            tokens = list(filter(None, text.split(" ")))
+        else:
+            tokens = text.split()
         if EOS in text and EOS in tokens:
             tokens = tokens[: tokens.index(EOS)]
         if LABEL_PREFIX in text:
@@ -192,8 +201,19 @@ class UnigramPredictor:
     def _hidden_chunk(
         self, tokens: list[str], offsets: list[int], sums_out: np.ndarray, counts_out: np.ndarray
     ) -> None:
+        """Each text's rows added in float64, in token order (the same bits as ``reduceat`` of the float32 rows
+        with ``dtype=float64``). The rows are gathered, then widened, into two buffers kept for the next chunk:
+        the fresh gathered array and reduceat's float64 copy of it were page-faulted in anew for every chunk."""
         ids = self._word_ids(tokens)
-        sums_out[:] = np.add.reduceat(self._sums[ids], offsets, axis=0, dtype=np.float64)
+        dim = self._sums.shape[1]
+        if len(ids) > len(self._gathered):  # one chunk's size (larger only for one huge text)
+            self._gathered = np.empty((max(len(ids), MAX_BATCH_CELLS // dim), dim), dtype=np.float32)
+            self._gathered64 = np.empty(self._gathered.shape, dtype=np.float64)
+        rows = self._gathered[: len(ids)]
+        np.take(self._sums, ids, axis=0, out=rows, mode="clip")  # ids are rows in use; "raise" buffers the out
+        wide = self._gathered64[: len(ids)]
+        wide[...] = rows
+        sums_out[:] = np.add.reduceat(wide, offsets, axis=0)
         counts_out[:] = np.add.reduceat(self._counts[ids], offsets)
 
     def log_probs(self, hidden: np.ndarray) -> np.ndarray:

@@ -50,7 +50,15 @@ class _Payload:
         self._record = record
 
     def read(self, size: int = -1) -> bytes:
-        """Up to ``size`` bytes (all when negative): the reader stops at its cap (``warc.read_body``)."""
+        """Up to ``size`` bytes (all when negative): the reader stops at its cap (``warc.read_body``).
+
+        A body its record's length already keeps within ``size`` is read whole, the same bytes: fastwarc's
+        ``read(size)`` sets ``size`` bytes aside (40 MB at the default cap) and page-faults in the part it
+        fills, in fresh memory for every record (0.46 against 0.25 CPU s to read ``bench.curate``'s pages WARC).
+        ``content_length`` is what is left of the record after its HTTP headers; undoing the transfer coding
+        only shortens it."""
+        if 0 <= size and self._record.content_length <= size:
+            size = -1
         return self._record.reader.read(size)
 
 

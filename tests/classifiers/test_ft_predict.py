@@ -6,6 +6,7 @@ available; small models trained here cover softmax, dense ``.bin`` files and qua
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -14,8 +15,8 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from classifiers.ft_format import FastTextFormatError, read_fasttext
-from classifiers.ft_predict import PREDICT_CHUNK, SPLIT_DIFFERS, UnigramPredictor, supports
-from classifiers.ft_subwords import subword_rows
+from classifiers.ft_predict import MAX_BATCH_CELLS, PREDICT_CHUNK, SPLIT_DIFFERS, UnigramPredictor, supports
+from classifiers.ft_subwords import EOS, subword_rows
 from classifiers.ft_train import train_supervised
 from classifiers.lid import bundled_ft176_path, load_fasttext
 from classifiers.lid_data import load_labelled
@@ -205,3 +206,23 @@ def test_unreadable_files_raise_one_line_errors(tmp_path: Path) -> None:
         with pytest.raises(FastTextFormatError) as err:
             read_fasttext(path)
         assert "\n" not in str(err.value) and str(path) in str(err.value)
+
+
+def test_hidden_sums_through_reused_buffers_equal_a_fresh_gather(sample_texts: list[str]) -> None:
+    """Tokens split at fastText's separators (no regex), and each text's rows summed as one float32 gather reduced
+    with ``dtype=float64`` sums them, bit for bit: the gather buffers are reused from chunk to chunk, widened to
+    float64 before the sum, and grow for a text over one chunk."""
+    model = UnigramPredictor(read_fasttext(bundled_ft176_path()))
+    dim = model.model.args.dim
+    plain = [t for t in sample_texts if EOS not in t and "__label__" not in t]
+    huge = " ".join(plain * (MAX_BATCH_CELLS // dim // len(" ".join(plain).split()) + 2))
+    texts = [*plain, huge, *plain[::-1]]
+    hidden, counts = model.hidden(texts)
+    assert len(model._gathered) > MAX_BATCH_CELLS // dim  # the huge text took a larger buffer
+    for text, row, n in zip(texts, hidden, counts, strict=True):
+        tokens = [*re.findall(r"[^ \n\r\t\v\f\x00]+", text), EOS]
+        assert UnigramPredictor.tokens(text) == tokens
+        ids = [model._index[t] for t in tokens]
+        total = np.add.reduceat(model._sums[ids], [0], axis=0, dtype=np.float64)[0]
+        assert n == model._counts[ids].sum()
+        assert np.array_equal(row, total / n if n else np.zeros(dim))

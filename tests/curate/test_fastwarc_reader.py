@@ -47,3 +47,22 @@ def test_dump_metadata(dump: str) -> None:
     path = next(p for p in warc_sample_files() if p.name.startswith("cc-main-2020-34"))
     docs = list(FastWarcReader(str(path.parent), glob_pattern=path.name, dump=dump).run())
     assert docs and {d.metadata["dump"] for d in docs} == {dump}
+
+
+def test_bodies_at_the_cap_read_as_the_robust_reader_reads_them(tmp_path) -> None:
+    """A body its record's length keeps within the cap is read whole (no cap-sized buffer); one byte over the
+    cap is still ``too_large``, as with the robust reader."""
+    from curate.warc_limits import ReadLimits
+    from tests.support.warc_writer import Page, write_pages
+
+    cap = ReadLimits(1000).body_bytes
+    sizes = (40, cap - 1, cap, cap + 1, 3 * cap)  # bytes of body
+    pages = [Page(f"https://cap.example/{n}", b"<html><body><p>" + b"a" * (n - 33) + b"</p></body></html>")
+             for n in sizes]  # fmt: skip
+    write_pages(pages, tmp_path / "cap.warc.gz")
+    robust, fast = (cls(str(tmp_path), glob_pattern="cap.warc.gz", max_html_bytes=1000)
+                    for cls in (RobustWarcReader, FastWarcReader))  # fmt: skip
+    fast_docs = _docs(fast)
+    assert fast_docs == _docs(robust)
+    assert [len(d[3]) for d in fast_docs] == list(sizes[:3])
+    assert fast.stats["too_large"].total == robust.stats["too_large"].total == 2
