@@ -111,8 +111,7 @@ def band_task_done(
 
 class BandIndex:
     """Writes this dump's index band by band (``band_XX.keys``, and ``index.json`` with band 0): the bucket stage
-    (``DedupBuckets``) hands it each band's keys from the signature read it sorts anyway, ``DedupIndex`` from the
-    signature files alone. One writer, so both make the same bytes."""
+    (``DedupBuckets``) hands it each band's keys from the signature read it sorts anyway."""
 
     def __init__(
         self,
@@ -154,38 +153,6 @@ class BandIndex:
             meta["fingerprint"] = f"{self.fingerprint:#x}"
             atomic_write_text(self.folder.resolve_paths(INDEX_META), json.dumps(meta, indent=2))
         return len(unique)
-
-
-class DedupIndex(PipelineStep):
-    """``minhash/index/band_XX.keys`` from a dump's signature files alone (one task per band). The dedup pipeline
-    writes the index in its bucket stage (``DedupBuckets`` with a ``BandIndex``); this step indexes signatures
-    without sorting them into pairs."""
-
-    type = "🫂 - DEDUP"
-    name = "🎯 dump index"
-
-    def __init__(
-        self,
-        input_folder: DataFolderLike,
-        signatures_folder: DataFolderLike,
-        index_folder: DataFolderLike,
-        config: DedupConfig | None = None,
-        group_salt: tuple[int | None, str | None] | None = None,
-    ) -> None:
-        """``group_salt``: as ``BandIndex``'s."""
-        super().__init__()
-        self.signatures_folder = get_datafolder(signatures_folder)
-        self.index = BandIndex(input_folder, index_folder, config or DedupConfig(), group_salt)
-
-    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
-        band, index = rank, self.index
-        bands, fingerprint = index.config.num_buckets, index.fingerprint
-        if band_task_done(index.folder, index_path(band), INDEX_KIND, fingerprint, KEY, band, world_size, bands):
-            return
-        files = band_signature_files(self.signatures_folder, band, fingerprint)  # never empty: it raises
-        with self.track_time("keys"):
-            keys = np.concatenate([f.read_all()["key"] for f in files])
-            self.stat_update("keys", value=index.write(band, keys, sum(f.extra for f in files)))
 
 
 def check_index(index_folder: str | Path, config: DedupConfig) -> dict:

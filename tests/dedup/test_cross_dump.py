@@ -8,13 +8,16 @@ import random
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from datatrove.io import get_datafolder
 
+from dedup.buckets import band_signature_files
 from dedup.config import DedupConfig
 from dedup.evaluation import jaccard, near_duplicate
-from dedup.index import DedupIndex
+from dedup.index import BandIndex
 from dedup.keys import MinhashKeyer
 from dedup.records import CorruptFileError
 from dedup.run import main, run_dedup
@@ -56,10 +59,14 @@ def dumps(tmp_path_factory) -> dict:
     run_dedup(str(root / "A_docs"), str(root / "A"), workers=1, write_index=True)
     index = json.loads((root / "A" / "minhash" / "index" / "index.json").read_text())
     assert index["group"] == "A" and index["documents"] == 300
-    # the index the bucket stage wrote, against DedupIndex's from the same signature files alone
-    for band in range(DedupConfig().num_buckets):
-        sigs = root / "A" / "minhash" / "signatures"
-        DedupIndex(str(root / "A_docs"), str(sigs), str(root / "A_reference")).run(rank=band, world_size=14)
+    # the index the bucket stage wrote, against one written from the signature files alone (every key, unsorted)
+    config = DedupConfig()
+    reference_index = BandIndex(str(root / "A_docs"), str(root / "A_reference"), config)
+    signatures = get_datafolder(str(root / "A" / "minhash" / "signatures"))
+    for band in range(config.num_buckets):
+        files = band_signature_files(signatures, band, config.fingerprint("minhash"))
+        keys = np.concatenate([f.read_all()["key"] for f in files])
+        reference_index.write(band, keys, sum(f.extra for f in files))
     reference = {p.name: p.read_bytes() for p in (root / "A_reference").iterdir()}
     # B may read nothing of A but its index: no documents, no signatures to recompute from
     shutil.rmtree(root / "A_docs")
