@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from filters import dclm
 from filters.dclm import (
+    _STUB_LITERALS,
     _STUBS,
     _STUBS_IN_PAGE,
     DUP_NGRAMS,
@@ -102,16 +103,38 @@ def test_url_removal_by_segments_equals_the_pattern_on_the_whole_page(pieces):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(["items in cart", "ITEMS IN CART", "read more", "Read More...", "...", "sign-in",
                                  "Sign-In", "\u0130tems", "\u0131tems in cart", "sıgn-in", "\u212a", " ", "\t", "\n",
-                                 "a", "x"]), max_size=20))  # fmt: skip
+                                 "a", "x", "\u0130TEMS \u0130N CART", "\u017fign-in", "READ MORE\u2026"]),
+                max_size=20))  # fmt: skip
 def test_stub_searches_without_the_optional_space_find_the_same_pages(pieces):
+    """Without the optional space the searches find the same pages, and a page where one finds a match holds its
+    literal once lower-cased (``edit_lines``' shortcut)."""
     page = "".join(pieces)
-    for stub, in_page in zip(_STUBS, _STUBS_IN_PAGE, strict=True):
+    for stub, in_page, literal in zip(_STUBS, _STUBS_IN_PAGE, _STUB_LITERALS, strict=True):
         with_space = re.compile(stub.pattern, re.I | re.M)
         assert bool(in_page.search(page)) == bool(with_space.search(page))
+        assert not in_page.search(page) or literal in page.lower()
+
+
+def test_the_stub_literals_match_only_their_ascii_case_variants():
+    """No character outside ASCII matches a literal's characters under re.I (as U+0130/U+0131 match "i", U+017F "s",
+    U+212A "k"), so a page whose lower() lacks a stub's literal holds no match of it."""
+    every = "".join(map(chr, (*range(0xD800), *range(0xE000, 0x110000))))
+    for char in set("".join(_STUB_LITERALS)):
+        assert set(re.findall(re.escape(char), every, re.I)) == {char.lower(), char.upper()}
 
 
 def test_word_counts():
     assert counted_words("a b\u00a0c , -x 1y\n\nz") == 4  # fastText splits at ASCII whitespace only
+    edges = ("", "x", " x", "_x y", "\x00a\x00\x00b", "\u00e9t\u00e9 \u00b2 \u00bd", "a\x0bb\x0cc")
+    assert [counted_words(t) for t in edges] == [0, 1, 1, 1, 2, 3, 3]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab1_ \n\r\t\v\f\x00\x1c\u00a0\u2003\u00e9\u00b2-.'"), max_size=40))
+def test_word_counts_equal_fasttext_tokens_that_start_alphanumeric(text):
+    """fastText's tokens: split at ASCII whitespace and NUL; counted when the first character is alphanumeric."""
+    tokens = re.split(r"[ \n\r\t\v\f\x00]", text)
+    assert counted_words(text) == sum(1 for t in tokens if t[:1].isalnum())
     assert segment_words("don't 'quoted' U.S. e-mail 3.5 ,") == ["don't", "quoted", "U.S", "e", "mail", "3.5"]
 
 
