@@ -130,7 +130,7 @@ def mixture_once(
         build_mixture(mixture_spec(run_dir, tok, config), out, overwrite=True, progress=False)
     else:
         with staging(run_dir) as staged:
-            spec = mixture_spec(staged.documents(), tok, config)
+            spec = mixture_spec(staged.documents(wait=upload_after), tok, config)
             if upload_after:
                 build_mixture(spec, staged.folder(out.name), overwrite=True, progress=False)
                 staged.publish(out.name, MANIFEST_NAME)
