@@ -7,15 +7,16 @@
 this bench times only the mixture step, often enough for its sub-second builds to give stable medians. It
 curates the input once, locally (untimed), copies the run's kept documents into a bucket of moto's S3 server
 on 127.0.0.1 (a store run's documents equal a local run's: ``tests/pipelines/test_object_store_run.py``) and
-trains the tokenizer once. Then ``--repeats`` rounds, the order of the three builds rotating from round to
+trains the tokenizer once. Then ``--repeats`` rounds, the order of the four builds rotating from round to
 round, so that a load that rises or falls favours none of them:
 
 - ``local``: built from the local run into a local folder;
 - ``s3``: built from the bucket into the bucket as the chain does (``pipelines/chain_store.py``: the
-  documents fetched into a scratch folder, each shard's files uploaded as soon as the shard is written,
-  ``manifest.json`` last);
-- ``s3, upload after``: the same, but the folder uploaded once the build is done (``upload_folder``: the
-  chain's way before), on the same code otherwise.
+  documents fetched into a scratch folder while the build tokenizes each file as it lands, each shard's files
+  uploaded as soon as the shard is written, ``manifest.json`` last);
+- ``s3, fetch first``: the same, but the build begun once every document is fetched (the chain's way before);
+- ``s3, upload after``: the documents fetched first and the folder uploaded once the build is done
+  (``upload_folder``: the chain's way before that), on the same code otherwise.
 
 Prints each one's median wall time, the throughput ratio to local (the ratio of the medians, and the median
 of the rounds' ratios), the CPU seconds of this process and of moto's (moto runs on the same cores; a real
@@ -44,7 +45,7 @@ from common.cli import ArgumentParser, integer
 from pipelines.sample import SAMPLE_WARC
 from tests.support.s3_server import S3Server
 
-BUILDS = ("local", "s3", "s3, upload after")
+BUILDS = ("local", "s3", "s3, fetch first", "s3, upload after")
 
 
 def curate_locally(warc: Path, out: Path, scratch: Path) -> Path:
@@ -93,16 +94,18 @@ def rounds(
     times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in BUILDS}
     sent: dict[str, Counter] = {}
     for i in range(repeats):
-        for name in BUILDS[i % 3 :] + BUILDS[: i % 3]:
+        turn = i % len(BUILDS)
+        for name in BUILDS[turn:] + BUILDS[:turn]:
             if name == "local":
                 times[name].append(
                     mixture_once(run_dir, tok, tmp / f"mixture-{i}", server, tokens_per_file=tokens_per_file)
                 )
                 continue
             offset = log.stat().st_size
-            out = Path(f"mixture-{i}-{'after' if name != 's3' else 'streamed'}")
+            out = Path(f"mixture-{i}-{BUILDS.index(name)}")
+            upload_after, fetch_first = name == "s3, upload after", name == "s3, fetch first"
             times[name].append(
-                mixture_once(remote, tok, out, server, upload_after=name != "s3", tokens_per_file=tokens_per_file)
+                mixture_once(remote, tok, out, server, upload_after, tokens_per_file, fetch_first=fetch_first)
             )
             time.sleep(0.3)  # the server's last log lines
             sent[name] = requests(log, offset, by_key=True)
@@ -120,6 +123,10 @@ def report(times: dict, sent: dict, shards: int, by_key: bool) -> None:
         walls = [r[0] for r in times[name]]
         pairs = median(a / b for a, b in zip(local, walls, strict=True))
         print(f"ratio {name} / local: {median(local) / median(walls):.2f}x (medians), {pairs:.2f}x (median of rounds)")
+    streamed, first = ([r[0] for r in times[name]] for name in ("s3", "s3, fetch first"))
+    pairs = median(b / a for a, b in zip(streamed, first, strict=True))
+    speedup = median(first) / median(streamed)
+    print(f"s3 against s3, fetch first (same rounds): {speedup:.3f}x (medians), {pairs:.3f}x (median of rounds)")
     for name, keys in sent.items():
         methods: Counter = Counter()
         for key, count in keys.items():
