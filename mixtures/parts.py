@@ -86,7 +86,7 @@ def tokenize_sources(
             else:
                 tasks.extend(file_tasks(template))
     if workers > 1:  # processes: each sets its own Rust thread count (pool.py)
-        parts.extend(run_tasks(encode_task, tasks, workers, desc="tokenizing", progress=progress))  # type: ignore[arg-type]
+        parts.extend(run_tasks(encode_task, tasks, workers, desc="tokenizing", progress=progress))
     else:
         with tokenizers_threads_off() as off:
             # one core per batch in flight: tasks run on min(tasks, cores) threads, each encodes
@@ -94,7 +94,7 @@ def tokenize_sources(
             inner = max(1, available_cores() // max(1, min(len(tasks), available_cores()))) if off else 1
             tasks = [_with_threads(t, inner) for t in tasks]
             if not any(isinstance(t, ArrivingFile) for t in tasks):
-                parts.extend(run_tasks(encode_task, tasks, workers, desc="tokenizing", progress=progress))  # type: ignore[arg-type]
+                parts.extend(run_tasks(encode_task, tasks, workers, desc="tokenizing", progress=progress))
             else:
                 for group in run_tasks(_tokenize_arrived, tasks, workers, desc="tokenizing", progress=progress):
                     parts.extend(group)

@@ -94,11 +94,12 @@ class StoreStaging:
         return manifest
 
     def _arriving(self) -> dict[str, Arriving]:
-        """The documents, by the mixture's source name, while they are being fetched."""
+        """The documents, by the mixture's source name, while they are being fetched (none once all landed: the
+        build then reads them as any local files)."""
         from mixtures.sources import Arriving
 
         fetch = self._documents
-        if fetch is None:
+        if fetch is None or fetch.landed():
             return {}
         parquet = sorted(p for p in fetch.details if p.name.endswith(".parquet") and is_visible(p))
         stamps = tuple(f"{fetch.details[p].get('size')} {fetch.details[p].get('ETag')}" for p in parquet)
