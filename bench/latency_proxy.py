@@ -123,3 +123,18 @@ class LatencyProxy:
             pass
         finally:
             sink.close()
+
+
+def main() -> None:
+    """``python -m bench.latency_proxy UPSTREAM_PORT LATENCY_MS``: the proxy in a process of its own (its work
+    off the process it measures, as moto's is), its port printed on a line; it stops when its stdin closes."""
+    import sys
+
+    upstream, latency_ms = int(sys.argv[1]), float(sys.argv[2])
+    with LatencyProxy(upstream, latency_ms) as proxy:
+        print(proxy.port, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    main()

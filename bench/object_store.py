@@ -28,9 +28,11 @@ which ones wait on each other. The mixture build stays direct to moto.
 
 Then the chain's mixture step (``pipelines.chain``: one epoch of the run's kept documents, with a tokenizer
 trained once beforehand, untimed): built from the local run into a local folder, against built from the
-bucket's run into the bucket (``pipelines/chain_store.py``: the documents fetched into a scratch folder, each
-shard uploaded as soon as it is written, the manifest last), ``--repeats`` times each, with its requests per
-document. ``bench.object_store_mixture`` times that step alone, more often, against uploading after the build.
+bucket's run into the bucket (``pipelines/chain_store.py``: the documents fetched into a scratch folder while
+the build tokenizes them, each shard uploaded as soon as it is written, the manifest last), ``--repeats`` times
+each, with its requests per document. At the sample's size that build is a fraction of a second in shards of
+20,000 tokens, mostly fixed costs, and the bench says so under its row: ``bench.object_store_mixture`` times
+the step alone, more often, at a shard size nearer a real mixture's (``--copies``, ``--tokens-per-file``).
 """
 
 from __future__ import annotations
@@ -113,11 +115,14 @@ def mixture_once(
     server: S3Server,
     upload_after: bool = False,
     tokens_per_file: int | None = None,
+    fetch_first: bool = False,
 ) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (this process's, the server's) of the chain's mixture step from ``run_dir``
     (local, or a store URL) into ``out`` (its twin on the store when ``run_dir`` is one: the chain's staging,
     each shard uploaded as soon as it is written; with ``upload_after``, the previous way: the whole folder
-    uploaded once the build is done, ``upload_folder``); ``tokens_per_file`` replaces the chain's shard size."""
+    uploaded once the build is done, ``upload_folder``; with ``fetch_first`` (implied by ``upload_after``), the
+    documents fetched whole before the build begins, not tokenized as they land); ``tokens_per_file`` replaces the
+    chain's shard size."""
     from common.storage import is_remote
     from mixtures.build import build_mixture
     from mixtures.manifest import MANIFEST_NAME
@@ -130,7 +135,7 @@ def mixture_once(
         build_mixture(mixture_spec(run_dir, tok, config), out, overwrite=True, progress=False)
     else:
         with staging(run_dir) as staged:
-            spec = mixture_spec(staged.documents(), tok, config)
+            spec = mixture_spec(staged.documents(wait=upload_after or fetch_first), tok, config)
             if upload_after:
                 build_mixture(spec, staged.folder(out.name), overwrite=True, progress=False)
                 staged.publish(out.name, MANIFEST_NAME)
@@ -161,6 +166,14 @@ def print_by_key(title: str, sent: Counter) -> None:
     print(f"\n{title}: requests by method and key")
     for key, count in sorted(sent.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"{count:>6}  {key}")
+
+
+MIXTURE_NOTE = (
+    "note: this mixture is a fraction of a second of tokenizing in shards of 20,000 tokens (the chain's, sized for\n"
+    "the sample's trainer): its store build is mostly fixed costs (a listing, a GET per document file, 3 PUTs per\n"
+    "shard, the manifest), so its ratio says little about a real mixture's. Timed at a shard size nearer one:\n"
+    "  python -m bench.object_store_mixture --input pages --repeats 9 --copies 10 --tokens-per-file 1000000"
+)
 
 
 def mixture_side_by_side(server: S3Server, log: Path, tmp: Path, repeats: int) -> tuple[list, list, Counter]:
@@ -276,13 +289,14 @@ def main(argv: list[str] | None = None) -> None:
         each = ", ".join(f"{t:.2f}" for t in times)
         print(f"{name:10} {median(times):>16.2f} {median(cpus):>12.2f} {median(served):>13.2f}   {each}")
     walls = [[r[0] for r in runs_of] for runs_of in (mix_local, mix_remote)]
-    print(f"mixture ratio s3 / local: {ratios(*walls)} (goal >= 0.9x)")
+    print(f"mixture ratio s3 / local: {ratios(*walls)} (goal >= 0.9x; not this row's to say, see below)")
     total = sum(mix_sent.values())
     by_method = Counter()
     for key, count in mix_sent.items():
         by_method[key.split(" ", 1)[0]] += count
     methods = ", ".join(f"{m} {n}" for m, n in by_method.most_common())
     print(f"mixture requests to the store per build: {total} ({methods})")
+    print(MIXTURE_NOTE)
     if args.by_key:
         print_by_key("the last s3:// run", keyed)
         print_by_key("the last mixture build", mix_sent)

@@ -15,7 +15,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -35,7 +35,7 @@ from mixtures.plan import Demand, InfeasibleMixture, check_feasible, plan_copies
 from mixtures.pool import run_tasks
 from mixtures.resume import abandon_build, build_fingerprint, check_out_dir, finish_build, start_build
 from mixtures.shuffle import Docs, file_cuts, shuffled_copies, source_docs
-from mixtures.sources import ResolvedSource, resolve_source
+from mixtures.sources import Arriving, ResolvedSource, resolve_source
 from mixtures.spec import EPOCH, MixtureSpec, load_spec, spec_from_dict
 from mixtures.summary import format_summary
 from mixtures.writer import WriteTask, shard_file_names, write_shard
@@ -57,10 +57,12 @@ def build_mixture(
     overwrite: bool = False,
     progress: bool = True,
     on_shard: ShardWritten | None = None,
+    arriving: Mapping[str, Arriving] | None = None,
 ) -> Manifest:
     """Build `spec` (a MixtureSpec, a dict or a YAML path) into `out_dir`; return the written manifest.
-    `on_shard`: see ``ShardWritten`` (not with a ``task_runner`` that runs the writes elsewhere)."""
-    spec, sources, tok_file, info, fingerprint = check_build(spec, out_dir, overwrite)
+    `on_shard`: see ``ShardWritten`` (not with a ``task_runner`` that runs the writes elsewhere). `arriving`:
+    sources (by name) whose files are still being copied in, each tokenized as soon as it is there."""
+    spec, sources, tok_file, info, fingerprint = check_build(spec, out_dir, overwrite, arriving)
     out = Path(out_dir)
     created = not out.exists()
     with locked_folder(out, "mixture build"):
@@ -76,13 +78,17 @@ def build_mixture(
 
 
 def check_build(
-    spec: SpecLike, out_dir: str | os.PathLike[str], overwrite: bool = False
+    spec: SpecLike,
+    out_dir: str | os.PathLike[str],
+    overwrite: bool = False,
+    arriving: Mapping[str, Arriving] | None = None,
 ) -> tuple[MixtureSpec, list[ResolvedSource], Path, TokenizerInfo, str]:
     """Everything a build checks before it writes (one-line errors): the spec, its sources, the tokenizer and
-    `out_dir`; the spec, the sources, the tokenizer file and facts, the build's fingerprint."""
+    `out_dir`; the spec, the sources, the tokenizer file and facts, the build's fingerprint. The files of an
+    `arriving` source are checked when each is there, before it is tokenized (still before any shard)."""
     spec = _as_spec(spec)
     out = Path(out_dir)
-    sources = [resolve_source(s, spec) for s in spec.sources]
+    sources = [resolve_source(s, spec, (arriving or {}).get(s.name)) for s in spec.sources]
     _refuse_reading_own_output(sources, out)
     tok_file = resolve_tokenizer_file(spec.resolve(spec.tokenizer))
     # shards written into a source or the tokenizer's folder (or a folder holding one) mix with what is read

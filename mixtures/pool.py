@@ -68,6 +68,12 @@ def run_tasks(
         bar.close()
 
 
+def on_threads_here(workers: int) -> bool:
+    """Whether `run_tasks(..., workers)` runs its tasks on this process's threads (not processes, not another
+    engine's): only then can a task wait on something of this process (a file being fetched, parts.py)."""
+    return workers <= 1 and _RUNNER.get() is None
+
+
 @contextmanager
 def task_runner(runner: Runner) -> Iterator[None]:
     """Within this block, `run_tasks(fn, tasks, ..., desc)` returns `runner(fn, tasks, desc)` (same order)."""

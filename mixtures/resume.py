@@ -28,12 +28,17 @@ BUILD_STATE = ".build.json"
 
 def build_fingerprint(spec: MixtureSpec, tokenizer_sha256: str, sources: list[ResolvedSource]) -> str:
     """sha256 of everything the shards are a function of."""
-    inputs = [
-        [source.spec.name, [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in source.files]]
-        for source in sources
-    ]
+    inputs = [[source.spec.name, _identities(source)] for source in sources]
     record = {"spec": dataclasses.asdict(spec), "tokenizer": tokenizer_sha256, "inputs": inputs}
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _identities(source: ResolvedSource) -> list[list]:
+    """Each input file's path with its size and mtime, or, for files still arriving, the stamp of where they
+    come from (they may not be there yet)."""
+    if source.arriving is not None:
+        return [[str(f.resolve()), stamp] for f, stamp in zip(source.files, source.arriving.stamps, strict=True)]
+    return [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in source.files]
 
 
 def _old_outputs(out: Path) -> list[Path]:

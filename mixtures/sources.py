@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,16 +16,38 @@ from tokenizer.inputs import check_parquet_columns, resolve_parquet
 
 
 @dataclass(frozen=True)
+class Arriving:
+    """A parquet source's files while they are still being copied in (a store run's documents, fetched into the
+    scratch while the build runs): their local paths in the order the source's folder resolves to, a stamp of
+    each (where it comes from: a store's size and ETag; the build's fingerprint takes it in place of the local
+    file's size and time) and `wait(path)`, which returns once that file is whole (raising the copy's error).
+    The build tokenizes each file as soon as it is there (parts.py), not once all are."""
+
+    files: tuple[Path, ...]
+    stamps: tuple[str, ...]
+    wait: Callable[[Path], None]
+
+    def wait_all(self) -> None:
+        for file in self.files:
+            self.wait(file)
+
+
+@dataclass(frozen=True)
 class ResolvedSource:
-    """A source's files; `kind` is "parquet" (documents to tokenize) or "shards" (.ds to reuse)."""
+    """A source's files; `kind` is "parquet" (documents to tokenize) or "shards" (.ds to reuse); `arriving`: the
+    files are still being copied in (their reads and checks wait for each, ``Arriving``)."""
 
     spec: SourceSpec
     kind: str
     files: tuple[Path, ...]
+    arriving: Arriving | None = None
 
 
-def resolve_source(source: SourceSpec, mixture: MixtureSpec) -> ResolvedSource:
-    """Shards when the paths name .ds files or folders holding them, else parquet documents."""
+def resolve_source(source: SourceSpec, mixture: MixtureSpec, arriving: Arriving | None = None) -> ResolvedSource:
+    """Shards when the paths name .ds files or folders holding them, else parquet documents; with `arriving`,
+    its files, not read yet (their column check comes when each is there: ``check_arrived``)."""
+    if arriving is not None:
+        return ResolvedSource(source, "parquet", arriving.files, arriving)
     paths = [mixture.resolve(p) for p in source.paths]
     shards = [f for p in paths for f in _shard_files(p)]
     if shards:
@@ -35,6 +58,11 @@ def resolve_source(source: SourceSpec, mixture: MixtureSpec) -> ResolvedSource:
         raise FileNotFoundError(f"source {source.name!r}: {err}") from err
     check_parquet_columns(files, source.column, f"source {source.name!r}:")  # before the build is begun
     return ResolvedSource(source, "parquet", files)
+
+
+def check_arrived(source: ResolvedSource, files: tuple[Path, ...]) -> None:
+    """``resolve_source``'s column check of `files` of an arriving source, once they are there."""
+    check_parquet_columns(files, source.spec.column, f"source {source.spec.name!r}:")
 
 
 def check_shard_tokenizer(source: ResolvedSource, tokenizer_sha256: str, token_size: int) -> None:

@@ -180,7 +180,8 @@ def _run_chain(
         print(f"\n== mixture: one epoch of {run_dir.name}'s documents -> {mix_dir}", flush=True)
         if staged:  # the mixture's two inputs fetched together (nothing to fetch for those already here)
             staged.fetch_with_documents("tokenizer")
-        spec = mixture_spec(documents(), tok_work, config)
+        # a store run's documents may still be arriving: the build tokenizes each file as it lands
+        spec = mixture_spec(staged.documents(wait=False) if staged else run_dir, tok_work, config)
         if staged:  # the shards uploaded while they are written, the manifest last
             manifest = staged.build_mixture(spec, "mixture")
         else:

@@ -13,16 +13,17 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from common.atomic import atomic_write_bytes
-from common.transfer import FolderUpload, download_folder, download_kept_documents, upload_folder
+from common.run_dir import is_visible
+from common.transfer import FolderFetch, FolderUpload, download_folder, fetch_kept_documents, upload_folder
 from pipelines.errors import ExecutorError
 
 if TYPE_CHECKING:
     from mixtures.manifest import Manifest
+    from mixtures.sources import Arriving
 
 TRAIN_RECORDS = ("run_config.json", "metrics.jsonl", "eval.json")  # what the final evaluation reads and caches
 
@@ -32,22 +33,26 @@ class StoreStaging:
 
     def __init__(self, run_dir: Path, local: Path) -> None:
         self.run_dir, self.local = run_dir, local
-        self._documents: Path | None = None
+        self._documents: FolderFetch | None = None
 
     def folder(self, name: str) -> Path:
         """The local twin of ``run_dir/name`` (not fetched)."""
         return self.local / name
 
-    def documents(self) -> Path:
-        """A local run folder holding a copy of the run's kept documents (fetched on first use)."""
+    def documents(self, wait: bool = True) -> Path:
+        """A local run folder holding a copy of the run's kept documents (fetched on first use). Without
+        `wait`, the copies may still be on their way (the store listed, the GETs begun in the background):
+        ``build_mixture`` tokenizes each file as it lands."""
+        docs = self.local / "documents" / self.run_dir.name  # the run's name: the mixture's source name
         if self._documents is None:
-            docs = self.local / "documents" / self.run_dir.name  # the run's name: the mixture's source name
-            if download_kept_documents(str(self.run_dir), docs) is None:
+            self._documents = fetch_kept_documents(str(self.run_dir), docs)
+            if self._documents is None:
                 raise ExecutorError(
                     f"{self.run_dir} holds no documents to train on (no parquet in deduped/ or curated/)"
                 )
-            self._documents = docs
-        return self._documents
+        if wait:
+            self._documents.wait_all()
+        return docs
 
     def fetch(self, name: str) -> Path:
         """``run_dir/name`` copied down (once) to its local twin."""
@@ -57,13 +62,11 @@ class StoreStaging:
         return local
 
     def fetch_with_documents(self, name: str) -> Path:
-        """``fetch(name)`` and ``documents()`` side by side: their listings and GETs overlap instead of
-        following each other (a rerun whose tokenizer is on the store but not here fetches both)."""
-        with ThreadPoolExecutor(1) as pool:
-            documents = pool.submit(self.documents)
-            local = self.fetch(name)
-            documents.result()
-        return local
+        """``fetch(name)`` with ``documents()`` begun first: their listings and GETs overlap instead of following
+        each other (a rerun whose tokenizer is on the store but not here fetches both), and the documents may
+        still be arriving when this returns."""
+        self.documents(wait=False)
+        return self.fetch(name)
 
     def publish(self, name: str, marker: str) -> None:
         """The local twin of ``run_dir/name`` up to the store, ``marker`` last."""
@@ -73,14 +76,39 @@ class StoreStaging:
         """``build_mixture`` into the local twin of ``run_dir/name``, each shard's files uploaded as soon as the
         shard is written (``FolderUpload``: while the other shards are written, not after the last one), and
         ``manifest.json`` last, once every shard landed: a build killed at any point leaves no manifest, or one
-        whose every file is on the store."""
+        whose every file is on the store. Documents still on their way (``documents(wait=False)``) are
+        tokenized each as it lands, not once all are (``mixtures.sources.Arriving``)."""
         from mixtures.build import build_mixture
         from mixtures.manifest import MANIFEST_NAME
 
         with FolderUpload(self.folder(name), str(self.run_dir / name)) as upload:
-            manifest = build_mixture(spec, self.folder(name), overwrite=True, progress=progress, on_shard=upload.send)
+            manifest = build_mixture(
+                spec,
+                self.folder(name),
+                overwrite=True,
+                progress=progress,
+                on_shard=upload.send,
+                arriving=self._arriving(),
+            )
             upload.finish(last=MANIFEST_NAME)
         return manifest
+
+    def _arriving(self) -> dict[str, Arriving]:
+        """The documents, by the mixture's source name, while they are being fetched (none once all landed: the
+        build then reads them as any local files)."""
+        from mixtures.sources import Arriving
+
+        fetch = self._documents
+        if fetch is None or fetch.landed():
+            return {}
+        parquet = sorted(p for p in fetch.details if p.name.endswith(".parquet") and is_visible(p))
+        stamps = tuple(f"{fetch.details[p].get('size')} {fetch.details[p].get('ETag')}" for p in parquet)
+        return {self.run_dir.name: Arriving(tuple(parquet), stamps, fetch.wait)}
+
+    def close(self) -> None:
+        """Stop fetching (a build that failed while its documents were arriving)."""
+        if self._documents is not None:
+            self._documents.close()
 
     def fetch_training(self, name: str) -> Path:
         """The trained model's export and records, for the final evaluation."""
@@ -100,4 +128,8 @@ class StoreStaging:
 def staging(run_dir: Path) -> Iterator[StoreStaging]:
     """A staging folder for ``run_dir`` under the temp dir (the run's ``--scratch``), removed on exit."""
     with tempfile.TemporaryDirectory(prefix="chain-") as local:
-        yield StoreStaging(run_dir, Path(local))
+        staged = StoreStaging(run_dir, Path(local))
+        try:
+            yield staged
+        finally:
+            staged.close()
