@@ -312,7 +312,13 @@ def run_dedup(
         print(plan_filter(config, str(layout.curated)).describe(), flush=True)  # pre-flight: BFF's memory
     rerun = drop_completions(layout.stage_folder)  # a cluster file damaged after its task finished: run it again
     stages = build_dedup_stages(
-        str(layout.curated), str(layout.root), config, tasks=doc_tasks, write_index=write_index, rerun=rerun
+        str(layout.curated),
+        str(layout.root),
+        config,
+        tasks=doc_tasks,
+        write_index=write_index,
+        rerun=rerun,
+        forked=args.executor == "local",
     )
     return {name: run_stage(args, layout, cpu, name, steps, n_tasks, stats) for name, steps, n_tasks in stages}
 
