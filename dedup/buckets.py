@@ -27,7 +27,15 @@ from dedup.extsort import ExternalSorter, spill_space
 from dedup.formats import SIG_KIND, SIGNATURE, node_ids, pairs_path, runs_dir
 from dedup.keys import n_bands
 from dedup.pairs import PAIR, PAIR_KIND, StarEdges
-from dedup.records import CorruptFileError, Header, RecordFile, RecordWriter, listed_version, open_records
+from dedup.records import (
+    CorruptFileError,
+    Header,
+    RecordFile,
+    RecordWriter,
+    keep_ahead,
+    listed_version,
+    open_records,
+)
 
 
 class BandKeys(Protocol):
@@ -166,13 +174,17 @@ class DedupBuckets(PipelineStep):
         self.kind = kind
         self.fingerprint = self.config.fingerprint(kind)
 
-    def list_ahead(self) -> DedupBuckets:
+    def list_ahead(self, keep: bool = False) -> DedupBuckets:
         """The signature folder and the output folder listed once, by the driver just before the stage, for its
         tasks (``listed_ahead``): a task finds its band's files and whether its pairs are there without a
         request. The listings stay true for the stage: the signatures ran, the run lock keeps any other writer
-        out, and each task writes only its own band."""
+        out, and each task writes only its own band. ``keep``: the stage's tasks are forked from this process
+        (the local executor), which also reads the small signature files now, side by side (``keep_ahead``), for
+        them to inherit, and for the cluster task it runs after them."""
         self.signatures_listed = listed_ahead(self.signatures_folder)
         self.outputs_listed = listed_ahead(self.output_folder)
+        if keep and self.signatures_listed is not None:
+            keep_ahead(self.signatures_folder, self.signatures_listed)
         return self
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:

@@ -10,6 +10,7 @@ no cluster get size 1 and id -1 (datatrove's convention) and appear in no file.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -35,7 +36,7 @@ from dedup.formats import (
 )
 from dedup.keys import n_bands
 from dedup.pairs import PAIR
-from dedup.records import Header, RecordWriter, is_valid, listed_version, open_records
+from dedup.records import Header, RecordFile, RecordWriter, is_valid, listed_version, open_records
 
 SUMMARY = "summary.json"
 READ_THREADS = 8  # bands read at once from an object store
@@ -54,15 +55,21 @@ def cluster_table(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return table
 
 
-def docs_per_rank(folder: DataFolder, fingerprint: int) -> list[int]:
-    """Documents read by each signature task (footer count of its band-0 file)."""
-    first = open_records(folder, signature_path(0, 0), SIG_KIND, fingerprint, SIGNATURE)
+def docs_per_rank(folder: DataFolder, fingerprint: int, listed: Mapping[str, Mapping] | None = None) -> list[int]:
+    """Documents read by each signature task (footer count of its band-0 file). ``listed``: the signature folder's
+    listing (name relative to it -> size, ETag) when the caller has it: each file opens with the listing's size
+    and version, no look-up first (on a store a HEAD), and a copy this process kept is not fetched again."""
+
+    def opened(rank: int, world: int | None) -> RecordFile:
+        path = signature_path(0, rank)
+        entry = listed.get(path) if listed is not None else None
+        size, version = (entry["size"], listed_version(entry)) if entry else (None, None)
+        checked = {"rank": rank, "world_size": world} if world is not None else {}
+        return open_records(folder, path, SIG_KIND, fingerprint, SIGNATURE, size=size, version=version, **checked)
+
+    first = opened(0, None)
     world = first.header.world_size
-    counts = [first.extra]
-    for r in range(1, world):
-        f = open_records(folder, signature_path(0, r), SIG_KIND, fingerprint, SIGNATURE, rank=r, world_size=world)
-        counts.append(f.extra)
-    return counts
+    return [first.extra, *(opened(r, world).extra for r in range(1, world))]
 
 
 def cluster_summary(kind: str, documents: int, in_clusters: int, histogram: dict[int, int]) -> dict:
@@ -102,12 +109,18 @@ class DedupClusters(PipelineStep):
         self.fingerprint = self.config.fingerprint(kind)
         self.signature_fingerprint = self.fingerprint  # the signature files this stage counts documents in
 
+    # on a store, the signature folder listed once when the task starts, for the document counts and every band's
+    # signature files (each band-0 file looked up and read, then a listing per band: round trips in turn)
+    _signatures_listed: dict[str, dict] | None = None
+
     def _docs_per_rank(self) -> list[int]:
-        return docs_per_rank(self.signatures_folder, self.signature_fingerprint)
+        return docs_per_rank(self.signatures_folder, self.signature_fingerprint, self._signatures_listed)
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
         if world_size != 1:
             raise ValueError(f"the cluster stage runs as a single task, got {world_size}")
+        if not self.signatures_folder.is_local():  # the signatures ran: the listing stays true for the task
+            self._signatures_listed = self.signatures_folder.find("", detail=True)
         docs_per_rank = self._docs_per_rank()
         world = len(docs_per_rank)
         if all(
@@ -146,7 +159,9 @@ class DedupClusters(PipelineStep):
         # left to open_records to name
         listed = {} if self.pairs_folder.is_local() else self.pairs_folder.find("", maxdepth=1, detail=True)
         # and every band's signature files from one listing too (a listing per band else: 14 requests)
-        signatures = None if self.signatures_folder.is_local() else self.signatures_folder.find("", detail=True)
+        signatures = self._signatures_listed
+        if signatures is None and not self.signatures_folder.is_local():
+            signatures = self.signatures_folder.find("", detail=True)
 
         def read(band: int) -> np.ndarray:
             entry = listed.get(pairs_path(band), {})

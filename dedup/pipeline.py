@@ -132,6 +132,7 @@ def build_dedup_stages(
     tasks: int | None = None,
     write_index: bool = False,
     rerun: Rerun | None = None,
+    forked: bool = False,
 ) -> Iterator[Stage]:
     """Stages to run in order, each yielded when the one before has run (the cluster passes are
     decided from the files the earlier ones wrote: see ``dedup.star.cluster_stages``).
@@ -139,7 +140,9 @@ def build_dedup_stages(
     "first in file order"); pass the curation task count when the pipeline is built before
     ``curated/`` exists. ``write_index``: persist this dump's MinHash index (``minhash/index/``)
     for later dumps' ``dedup_against``. ``rerun``: how the driver makes a finished task run again (see
-    ``dedup.star.drop_completions``), for a cluster pass's file damaged after its task finished."""
+    ``dedup.star.drop_completions``), for a cluster pass's file damaged after its task finished. ``forked``: the
+    stages' tasks run in processes forked from this one (the local executor), which may read their small inputs
+    ahead for them (``DedupBuckets.list_ahead``)."""
     config = config or DedupConfig()
     layout = DedupLayout(str(run_dir))
     doc_tasks = max(1, tasks if tasks is not None else count_input_files(input_folder))
@@ -152,7 +155,7 @@ def build_dedup_stages(
             yield "dedup_bff", [BffDedup(steps, input_folder, layout.clusters("bff"), config, doc_tasks)], 1
         else:
             index = write_index and kind == "minhash"  # the index is MinHash's band keys; BFF writes none
-            yield from _key_stages(kind, input_folder, layout, config, doc_tasks, prefilters, rerun, index)
+            yield from _key_stages(kind, input_folder, layout, config, doc_tasks, prefilters, rerun, index, forked)
     if near == "minhash" and config.dedup_against:
         yield from _cross_dump_stages(input_folder, layout, config)
     schema = SharedSchema(input_folder)  # one listing and open of the input for the task's writers, not one each
@@ -233,6 +236,7 @@ def _key_stages(
     prefilters: list[PipelineStep],
     rerun: Rerun | None = None,
     write_index: bool = False,
+    forked: bool = False,
 ) -> Iterator[Stage]:
     prefix = "dedup" if kind == "minhash" else f"dedup_{kind}"
     sigs, buckets, clusters = layout.signatures(kind), layout.buckets(kind), layout.clusters(kind)
@@ -246,6 +250,6 @@ def _key_stages(
         yield f"{prefix}_clusters", [UrlClusters(sigs, sigs, clusters, config, kind)], 1
         return
     index = _band_index(input_folder, layout, config) if write_index else None
-    bucket_step = DedupBuckets(sigs, buckets, config, kind, index).list_ahead()  # the signatures ran
+    bucket_step = DedupBuckets(sigs, buckets, config, kind, index).list_ahead(forked)  # the signatures ran
     yield f"{prefix}_buckets", [bucket_step], n_bands(config, kind)
     yield from cluster_stages(prefix, buckets, sigs, clusters, config, kind, rerun)

@@ -228,6 +228,29 @@ def _read_whole(folder: DataFolder, path: str, where: str, size: int, version: s
     return content
 
 
+def keep_ahead(folder: DataFolder, listed: Mapping[str, Mapping]) -> int:
+    """Read the small files of ``listed`` (a listing of ``folder``: name relative to it -> size, ETag) into this
+    process's kept copies (``_KEPT``), side by side; how many it read. For a driver about to fork a stage's task
+    processes, which inherit them: each band task of the bucket stage read its band's signatures by a GET, one
+    round trip after another in each pool worker, and the single cluster task, run in the driver next, read them
+    all again (``bench.object_store``). Only when every file is small and all fit (``KEPT_FILES``), else none: a
+    copy evicted before its reader comes was a GET for nothing. A file that cannot be read is left to its reader."""
+    wanted = [(name, info.get("size"), listed_version(info)) for name, info in sorted(listed.items())]
+    if folder.is_local() or not wanted or len(wanted) > KEPT_FILES:
+        return 0
+    if any(size is None or size > WHOLE_READ_BYTES or version is None for _, size, version in wanted):
+        return 0
+
+    def keep(item: tuple[str, int, str]) -> bool:
+        name, size, version = item
+        with contextlib.suppress(CorruptFileError, OSError):
+            return len(_read_whole(folder, name, folder.resolve_paths(name), size, version)) == size
+        return False
+
+    with ThreadPoolExecutor(min(len(wanted), 16), thread_name_prefix="keep") as pool:
+        return sum(pool.map(keep, wanted))
+
+
 def open_records(
     folder: DataFolder,
     path: str,

@@ -62,7 +62,8 @@ def run_dedup(
         spacy_english()  # import spaCy once here; forked workers inherit it instead of re-importing
     seconds: dict[str, float] = {}
     rerun = drop_completions(lambda name: str(Path(out, "logs", name)))  # a damaged cluster file's task
-    for name, steps, n_tasks in build_dedup_stages(input_folder, out, config, tasks, write_index, rerun):
+    forked = slurm is None and ray is None  # the local executor: task processes forked from this one
+    for name, steps, n_tasks in build_dedup_stages(input_folder, out, config, tasks, write_index, rerun, forked):
         start = time.perf_counter()
         logs = str(Path(out, "logs", name))
         if slurm is not None:

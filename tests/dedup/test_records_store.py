@@ -12,6 +12,7 @@ from datatrove.io import get_datafolder
 
 from common.storage import filesystem
 from dedup.buckets import DedupBuckets, band_signature_files
+from dedup.clusters import docs_per_rank
 from dedup.config import DedupConfig
 from dedup.formats import SIG_KIND, SIGNATURE
 from dedup.records import Header, RecordWriter, listed_version, open_records
@@ -92,17 +93,24 @@ def test_a_small_record_file_is_fetched_again_only_at_another_listed_version(s3:
     assert calls == Counter(ListObjectsV2=2, GetObject=1)
 
 
-def test_a_bucket_task_takes_its_band_s_files_from_the_driver_s_listings(s3: S3Server, tmp_path) -> None:  # noqa: F811
-    """``DedupBuckets.list_ahead``: the driver lists the signatures and the output folder once before the stage;
-    a band's task then neither lists its band nor looks its pairs up, and writes the pairs a local run writes. A
-    task whose pairs the listing shows is skipped."""
-    bucket = s3.make_bucket("ahead")
-    config = DedupConfig()
-    fp, bands = config.fingerprint("minhash"), config.num_buckets
+def counted_bucket(s3: S3Server, name: str) -> tuple[str, Counter]:  # noqa: F811
+    """A new bucket, and the S3 calls this process's client sends from now on, by operation name."""
+    bucket = s3.make_bucket(name)
     fs, _ = filesystem(bucket)
     fs.connect()
     calls: Counter = Counter()
     fs._s3.meta.events.register("before-call.s3", lambda model, **_: calls.update([model.name]))
+    return bucket, calls
+
+
+def test_a_bucket_task_takes_its_band_s_files_from_the_driver_s_listings(s3: S3Server, tmp_path) -> None:  # noqa: F811
+    """``DedupBuckets.list_ahead``: the driver lists the signatures and the output folder once before the stage;
+    a band's task then neither lists its band nor looks its pairs up, and writes the pairs a local run writes. A
+    task whose pairs the listing shows is skipped."""
+    bucket, calls = counted_bucket(s3, "ahead")
+    config = DedupConfig()
+    fp, bands = config.fingerprint("minhash"), config.num_buckets
+    fs, _ = filesystem(bucket)
     rng, header = np.random.default_rng(3), Header(SIG_KIND, fp, 0, 1, SIGNATURE.itemsize)
     for folder in (get_datafolder(f"{bucket}/sigs"), get_datafolder(str(tmp_path / "sigs"))):
         for band in range(bands):
@@ -125,3 +133,35 @@ def test_a_bucket_task_takes_its_band_s_files_from_the_driver_s_listings(s3: S3S
     calls.clear()
     again.run(rank=3, world_size=bands)
     assert "PutObject" not in calls and "HeadObject" not in calls and "ListObjectsV2" not in calls  # skipped
+
+
+def test_the_driver_reads_the_small_signatures_ahead_for_the_band_and_cluster_tasks(s3: S3Server) -> None:  # noqa: F811
+    """``list_ahead(keep=True)`` (the local executor: band tasks forked from the driver, the cluster task run in
+    it): the driver reads every band's signature file once, side by side; a band task then sends only its
+    outputs, and the cluster stage's document counts, given the folder's listing, send nothing. Without ``keep``
+    (tasks elsewhere) the driver reads none."""
+    bucket, calls = counted_bucket(s3, "keep-ahead")
+    config = DedupConfig()
+    fp, bands = config.fingerprint("minhash"), config.num_buckets
+    sigs, rng = get_datafolder(f"{bucket}/sigs"), np.random.default_rng(5)
+    for band in range(bands):
+        for rank in range(2):
+            records = np.zeros(40, dtype=SIGNATURE)
+            records["key"], records["doc"] = rng.integers(0, 30, 40), np.arange(40)
+            header = Header(SIG_KIND, fp, rank, 2, SIGNATURE.itemsize)
+            with RecordWriter(sigs, f"band_{band:02d}/{rank:05d}.sig", header) as w:
+                w.write(records)
+                w.commit(extra=40 + rank)
+    calls.clear()
+    DedupBuckets(f"{bucket}/sigs", f"{bucket}/elsewhere", config).list_ahead()
+    assert calls == Counter(ListObjectsV2=2)
+    calls.clear()
+    step = DedupBuckets(f"{bucket}/sigs", f"{bucket}/buckets", config).list_ahead(keep=True)
+    assert calls == Counter(ListObjectsV2=2, GetObject=2 * bands)  # each signature file once
+    calls.clear()
+    step.run(rank=3, world_size=bands)
+    assert calls == Counter(PutObject=1)  # the pairs; the band's two signature files kept
+    listed = sigs.find("", detail=True)
+    calls.clear()
+    assert docs_per_rank(sigs, fp, listed) == [40, 41] and not calls
+    assert docs_per_rank(sigs, fp) == [40, 41] and calls == Counter(HeadObject=2, GetObject=2)  # no listing given
