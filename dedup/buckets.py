@@ -49,6 +49,10 @@ class BandKeys(Protocol):
         """The band's salted keys (repeats allowed) and its document count; the keys it wrote."""
         ...
 
+    def missing(self, bands: list[int]) -> list[int]:
+        """Which of ``bands`` have no part written (by one look at the folder, not a validation)."""
+        ...
+
 
 _SIG_NAME = re.compile(r"(\d{5})\.sig")
 LISTING_PAGE = 1000  # keys an S3 listing answers in one response
@@ -186,6 +190,20 @@ class DedupBuckets(PipelineStep):
         if keep and self.signatures_listed is not None:
             keep_ahead(self.signatures_folder, self.signatures_listed)
         return self
+
+    def bands_without_index(self) -> list[int]:
+        """Bands whose pairs a finished earlier run left, but not their index part: a run directory from a version
+        whose index was a stage of its own, stopped between the two. The executor skips such a band's task by its
+        completion marker, so the driver drops the marker (``dedup.star.drop_completions``) and the task writes
+        both. On a store no request for a fresh stage (no pairs listed ahead), one listing else."""
+        if self.index is None:
+            return []
+        bands = range(n_bands(self.config, self.kind))
+        if self.outputs_listed is not None:
+            with_pairs = [band for band in bands if pairs_path(band) in self.outputs_listed]
+        else:
+            with_pairs = [band for band in bands if self.output_folder.exists(pairs_path(band))]
+        return self.index.missing(with_pairs) if with_pairs else []
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
         bands = n_bands(self.config, self.kind)

@@ -137,6 +137,14 @@ class BandIndex:
             return False
         return band != 0 or self.folder.exists(INDEX_META)
 
+    def missing(self, bands: list[int]) -> list[int]:
+        """Which of ``bands`` have no keys file (band 0: or no ``index.json``), from one listing of the index."""
+        try:
+            present = set(self.folder.find("", maxdepth=1))
+        except FileNotFoundError:
+            present = set()
+        return [b for b in bands if index_path(b) not in present or (b == 0 and INDEX_META not in present)]
+
     def write(self, band: int, keys: np.ndarray, documents: int) -> int:
         """The band's salted band ``keys`` (repeats allowed) as its sorted distinct unsalted keys; their count."""
         bands = self.config.num_buckets

@@ -27,6 +27,7 @@ import pyarrow as pa
 from datatrove.io import DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.readers import ParquetReader
+from datatrove.utils.logging import logger
 from fsspec.implementations.local import LocalFileSystem
 
 from common.bounded_input import InputRefused, refuse_parquet_bomb
@@ -251,5 +252,8 @@ def _key_stages(
         return
     index = _band_index(input_folder, layout, config) if write_index else None
     bucket_step = DedupBuckets(sigs, buckets, config, kind, index).list_ahead(forked)  # the signatures ran
+    for band in bucket_step.bands_without_index() if rerun is not None else ():
+        logger.warning(f"{buckets}: band {band}'s pairs are there, its index part is not: its task runs again")
+        rerun(f"{prefix}_buckets", band)
     yield f"{prefix}_buckets", [bucket_step], n_bands(config, kind)
     yield from cluster_stages(prefix, buckets, sigs, clusters, config, kind, rerun)
