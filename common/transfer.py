@@ -20,7 +20,7 @@ from typing import Any
 from common.lock import LOCK_NAME
 from common.object_lock import READERS
 from common.run_dir import KEPT_ORDER, is_visible
-from common.storage import details_under, filesystem, is_remote, keys_under
+from common.storage import details_under, filesystem, is_remote
 
 
 def _lock_object(rel: str) -> bool:
@@ -29,19 +29,25 @@ def _lock_object(rel: str) -> bool:
     return parts[-1] == LOCK_NAME or READERS in parts[:-1]
 
 
-def _objects_under(fs: Any, key: str) -> list[str]:
-    """The data objects under `key` (one listing; not the folder's lock or readers' leases)."""
-    return [name for name in keys_under(fs, key) if not _lock_object(name[len(key) + 1 :])]
+def _objects_under(fs: Any, key: str) -> dict[str, dict]:
+    """The data objects under `key` with the listing's details (one listing; not the folder's lock or readers'
+    leases), sorted by name."""
+    return {name: info for name, info in details_under(fs, key).items() if not _lock_object(name[len(key) + 1 :])}
+
+
+def _local_targets(key: str, found: Iterable[str], local: Path) -> list[Path]:
+    """The local twins in `local` of the objects `found` under `key` (same relative names), their folders made."""
+    targets = [local / name[len(key) + 1 :] for name in found]
+    for target in targets:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    return targets
 
 
 def _fetch(fs: Any, key: str, found: list[str], local: Path) -> list[str]:
     """The objects `found` under `key` into `local` (same relative names), fetched together; those names."""
-    rel = [name[len(key) + 1 :] for name in found]
-    targets = [str(local / r) for r in rel]
-    for target in targets:
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-    fs.get(found, targets)  # s3fs fetches them concurrently: one GET each, no look-up first
-    return rel
+    targets = _local_targets(key, found, local)
+    fs.get(found, [str(t) for t in targets])  # s3fs fetches them concurrently: one GET each, no look-up first
+    return [name[len(key) + 1 :] for name in found]
 
 
 def download_folder(url: str, local: Path) -> list[str]:
@@ -49,7 +55,7 @@ def download_folder(url: str, local: Path) -> list[str]:
     is a FileNotFoundError naming the URL."""
     fs, key = filesystem(url)
     key = key.rstrip("/")
-    found = _objects_under(fs, key)
+    found = list(_objects_under(fs, key))
     if not found:
         raise FileNotFoundError(f"{url}: no such folder on the store (nothing under it)")
     return _fetch(fs, key, found, local)
@@ -76,7 +82,7 @@ def fetch_kept_documents(run_dir: str, local: Path) -> FolderFetch | None:
     fs, key = filesystem(run_dir)
     for name in KEPT_ORDER:
         folder = f"{key.rstrip('/')}/{name}"
-        found = {n: info for n, info in details_under(fs, folder).items() if not _lock_object(n[len(folder) + 1 :])}
+        found = _objects_under(fs, folder)
         if any(n.endswith(".parquet") and is_visible(Path(n)) for n in found):
             return FolderFetch(fs, folder, found, local / name)
     return None
@@ -94,13 +100,13 @@ class FolderFetch:
 
     def __init__(self, fs: Any, key: str, found: dict[str, dict], local: Path, threads: int = FETCH_THREADS) -> None:
         self.folder = local
-        self.details = {local / name[len(key) + 1 :]: info for name, info in sorted(found.items())}
-        for target in self.details:
-            target.parent.mkdir(parents=True, exist_ok=True)
+        names = sorted(found)
+        targets = _local_targets(key, names, local)
+        self.details = {target: found[name] for name, target in zip(names, targets, strict=True)}
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="folder-fetch")
         self._on_way = {
             target: self._pool.submit(fs.get_file, name, str(target))
-            for name, target in zip(sorted(found), self.details, strict=True)
+            for name, target in zip(names, targets, strict=True)
         }
 
     def wait(self, path: Path) -> None:
