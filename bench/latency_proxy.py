@@ -125,13 +125,18 @@ class LatencyProxy:
             sink.close()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """``python -m bench.latency_proxy UPSTREAM_PORT LATENCY_MS``: the proxy in a process of its own (its work
     off the process it measures, as moto's is), its port printed on a line; it stops when its stdin closes."""
     import sys
 
-    upstream, latency_ms = int(sys.argv[1]), float(sys.argv[2])
-    with LatencyProxy(upstream, latency_ms) as proxy:
+    from common.cli import ArgumentParser, integer, real
+
+    parser = ArgumentParser(prog="python -m bench.latency_proxy", description=__doc__.splitlines()[0])
+    parser.add_argument("upstream_port", type=integer(1, 65535), help="the S3 server's port on 127.0.0.1")
+    parser.add_argument("latency_ms", type=real(0, 10_000), help="the round trip each request is given")
+    args = parser.parse_args(argv)
+    with LatencyProxy(args.upstream_port, args.latency_ms) as proxy:
         print(proxy.port, flush=True)
         sys.stdin.read()
 
