@@ -365,7 +365,8 @@ def identities(folder: Path, names: list[str]) -> dict[str, tuple[int, int]]:
 def test_file_cut_short_after_its_receipt_is_redone_on_the_local_executor(planted, tmp_path, damage):
     """A stage runs to its end (receipts, completion markers), then one of its committed files is cut short (a disk
     fault after its task finished): a first large-star's edge file, a cluster file. While the inputs of the task
-    that wrote it are gone, the resumed run stops on that file with its one-line error and drops nothing. With them
+    that wrote it are gone, the resumed run's driver stops before the next stage with a one-line error naming that
+    file and the missing input, and drops nothing. With them
     back, the resumed run drops that task's receipt and completion marker and runs it again, and only it: its files
     are written again, the other task's are untouched, and the clusters are the union-find's."""
     base, config = planted
@@ -382,7 +383,8 @@ def test_file_cut_short_after_its_receipt_is_redone_on_the_local_executor(plante
     others = [name for name in written if name not in damage.files]
     assert all(name in written for name in damage.files)
     (out / damage.inputs).rename(tmp_path / "aside")  # what the task would read again
-    with pytest.raises(CorruptFileError, match=rf"{re.escape(damage.cut)}: truncated") as stopped:
+    stop = rf"{re.escape(damage.cut)}: \d+ bytes, its receipt says \d+; {damage.stage} task {damage.task} cannot run"
+    with pytest.raises(CorruptFileError, match=stop) as stopped:  # the driver, before the next stage
         run_local_executor(args, logs)
     assert "\n" not in str(stopped.value)
     assert identities(out, damage.files) == {name: before[name] for name in damage.files} and completion.exists()
