@@ -22,6 +22,7 @@ from tests.support.cli import REPO, run_cli
 from tests.support.mirror import write_mirror
 from tests.support.run_compare import assert_same_run, local_sample_without_dedup  # noqa: F401
 from tests.support.slurm_cluster import SlurmCluster, cluster_or_skip
+from tests.support.star_runs import LABELS, distributed_sample, labels_cut, redone_on  # noqa: F401
 
 CRAWL = "CC-MAIN-2024-18"
 
@@ -179,3 +180,22 @@ def test_a_cancelled_task_is_resubmitted_by_the_rerun(slurm: SlurmCluster, tmp_p
     assert json.loads((run_dir / "logs/curate/ranks_to_run.json").read_text()) == [0]  # only the cancelled one
     assert len(json.loads((run_dir / "logs/curate/slurm_jobs.json").read_text())) == 2
     assert_same_run(str(run_dir), tmp_path / "local" / CRAWL, folders=("curated", "removed"))
+
+
+@pytest.mark.e2e
+def test_a_star_file_cut_short_after_its_receipt_is_redone_on_slurm(
+    slurm: SlurmCluster,
+    labels_cut: Path,  # noqa: F811
+    distributed_sample: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """``pipelines.run sample --cluster-tasks 2`` stopped after its number stage, one of that stage's label files
+    cut short after its task's receipt (``tests/support/star_runs.py``), resumed with ``--executor slurm``: with
+    the task's inputs gone, one error line naming the file and no task run; with them back, an array of
+    that task alone runs it again and the run equals the uninterrupted one."""
+    queue = slurm.queue()
+    redone_on(labels_cut, tmp_path, distributed_sample, LABELS, "--executor", "slurm")
+    logs = tmp_path / "sample" / "logs" / LABELS.stage
+    assert json.loads((logs / "ranks_to_run.json").read_text()) == [LABELS.task]
+    assert len(json.loads((logs / "slurm_jobs.json").read_text())) == 1  # one array, one task: no other submitted
+    assert slurm.queue() == queue
