@@ -11,15 +11,13 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.run_compare import assert_same_run, local_sample_without_dedup  # noqa: F401
+from tests.support.run_compare import assert_same_run
 from tests.support.star_runs import (
     LABELS,
     WORK,
     blocked,
     changed,
-    distributed_sample,  # noqa: F401
     identities,
-    labels_cut,  # noqa: F401
     sample_command,
     stops_on_the_cut,
 )
@@ -28,8 +26,8 @@ pytestmark = pytest.mark.e2e
 
 
 def test_a_star_file_cut_short_after_its_receipt_is_redone_by_the_resumed_run(
-    labels_cut: Path,  # noqa: F811
-    distributed_sample: Path,  # noqa: F811
+    labels_cut: Path,
+    distributed_sample: Path,
     tmp_path: Path,
 ) -> None:
     """The run stopped after the number stage, and that stage's task 0's label file for the write stage's task 0

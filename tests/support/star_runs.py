@@ -13,8 +13,6 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from dedup.formats import clusters_path
 from dedup.records import TMP_SUFFIX
 from dedup.star import ClusterNumbers, ClusterSizes, receipt_path
@@ -159,18 +157,10 @@ def redone_on(stopped: Path, out: Path, reference: Path, cut: Cut, *executor: st
     return proc
 
 
-@pytest.fixture(scope="session")
-def distributed_sample(local_sample_without_dedup: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``sample_command`` run uninterrupted on the local executor, resuming the session's sample curation
-    (``local_sample_without_dedup``): the reference of the resumed runs. Its run directory."""
-    out = tmp_path_factory.mktemp("distributed-sample")
-    run_dir = curated_copy(local_sample_without_dedup, out)
+def uninterrupted(run: Path, out: Path) -> Path:
+    """``sample_command`` run uninterrupted on the local executor into ``out``, resuming ``run``'s curation (the
+    reference of the resumed runs): its run directory."""
+    run_dir = curated_copy(run, out)
     run_cli(*sample_command(out))
     assert not (run_dir / WORK).exists()
     return run_dir
-
-
-@pytest.fixture(scope="session")
-def labels_cut(local_sample_without_dedup: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``stopped_and_cut`` with ``LABELS``, once per session (the tests resume copies of it): the run directory."""
-    return stopped_and_cut(local_sample_without_dedup, tmp_path_factory.mktemp("labels-cut"), LABELS)
