@@ -693,13 +693,13 @@ def drop_completions(logging_dir_of: Callable[[str], DataFolderLike]) -> Rerun:
     return drop
 
 
-def damaged_tasks(folder: DataFolder, directory: str, srcs: set[int]) -> dict[int, str]:
-    """Which of tasks ``srcs`` of a finished stage have a committed file cut short or gone since their receipt was
-    written (a disk fault, an object truncated on the store), or their receipt gone, each with what is wrong: a
-    listing of the stage's folder and their receipts, which record each file's size (the readers still check every
-    file whole)."""
+def damaged_tasks(folder: DataFolder, directory: str, srcs: set[int]) -> dict[int, list[tuple[str, str]]]:
+    """Which of tasks ``srcs`` of a finished stage have committed files cut short or gone since their receipt was
+    written (a disk fault, an object truncated on the store), or their receipt gone, each with those files (their
+    paths in ``folder``) and what is wrong: a listing of the stage's folder and their receipts, which record each
+    file's size (the readers still check every file whole)."""
     listed = folder.find(directory, detail=True)  # the receipts and the routed files
-    found = {src: f"{folder.resolve_paths(receipt_path(directory, src))}: missing" for src in srcs}
+    found = {src: [(receipt_path(directory, src), "missing")] for src in srcs}
     present = sorted(src for src in srcs if receipt_path(directory, src) in listed)
     files: dict[str, tuple[int, int]] = {}
     for src, receipt in zip(present, read_receipts(folder, directory, present), strict=True):
@@ -709,10 +709,18 @@ def damaged_tasks(folder: DataFolder, directory: str, srcs: set[int]) -> dict[in
         listed |= folder.find(elsewhere, maxdepth=1, detail=True)  # the write stage's cluster files, at the top
     for path, (src, size) in files.items():
         now = listed.get(path, {}).get("size")
-        if now != size and src not in found:
-            where = folder.resolve_paths(path)
-            found[src] = f"{where}: missing" if now is None else f"{where}: {now} bytes, its receipt says {size}"
-    return found
+        if now != size:
+            what = "missing" if now is None else f"{now} bytes, its receipt says {size}"
+            found.setdefault(src, []).append((path, what))
+    return {src: [(path, f"{folder.resolve_paths(path)}: {what}") for path, what in bad] for src, bad in found.items()}
+
+
+def reader(path: str, directory: str) -> int | None:
+    """The task of the next stage that reads ``path``, a file of stage ``directory``: the destination it was routed
+    to; None for a receipt or the write stage's cluster files (the summary reads them all)."""
+    if not path.startswith(directory + "/") or path.count("/") == directory.count("/") + 1:
+        return None
+    return int(path[len(directory) + 1 :].split("/")[0])
 
 
 @dataclass
@@ -723,25 +731,31 @@ class _Ran:
     finished_before: set[int]
 
 
-def repaired(folder: DataFolder, written: _Ran, reader_done: bool, rerun: Rerun | None) -> Iterator[Stage]:
-    """Before the next stage runs, unless it is done: the tasks of the stage before (``written``) that had finished
-    in an earlier run (those that ran now wrote their files just now) and whose files were cut short or lost since
-    their receipts are run again: their receipts and completion markers dropped, the stage yielded again. Without
-    ``rerun``, or when such a task's own inputs are gone, nothing is yielded: the next stage stops on the file, with
-    its one-line error."""
-    if rerun is None or reader_done or not written.finished_before:
+def repaired(folder: DataFolder, written: _Ran, current: _Ran | None, rerun: Rerun | None) -> Iterator[Stage]:
+    """Before the next stage (``current``; None: the summary) runs, unless it is done: the tasks of the stage before
+    (``written``) that had finished in an earlier run (those that ran now wrote their files just now) and whose files
+    were cut short or lost since their receipts are run again: their receipts and completion markers dropped, the
+    stage yielded again. Without ``rerun`` nothing is yielded: the next stage stops on the file. When such a task's
+    own inputs are gone too, a ``CorruptFileError`` names the damaged file and the missing input, here in the
+    driver, before the next stage is sent to any executor (its tasks would fail on the file, and a Ray or Slurm
+    stage's error names only its tasks) — unless every task of the next stage that reads that file has finished."""
+    done = set() if current is None else current.finished_before
+    if rerun is None or not written.finished_before or (current is not None and len(done) == current.stage[2]):
         return
     name, (step,), _ = written.stage
     assert isinstance(step, _ClusterTask)
     damaged = damaged_tasks(folder, step.directory, written.finished_before)
-    for src, problem in damaged.items():
+    for src, problems in list(damaged.items()):
         try:
             step.inputs(src)
         except CorruptFileError as gone:
-            logger.warning(f"{problem}; {name} task {src} cannot run again: {gone}")
-            return
-    for src, problem in damaged.items():
-        logger.warning(f"{problem}: {name} task {src} runs again")
+            needed = [problem for path, problem in problems if reader(path, step.directory) not in done]
+            if needed:
+                raise CorruptFileError(f"{needed[0]}; {name} task {src} cannot run again: {gone}") from None
+            logger.warning(f"{problems[0][1]}; {name} task {src} cannot run again, its readers have finished: {gone}")
+            del damaged[src]
+    for src, problems in damaged.items():
+        logger.warning(f"{problems[0][1]}: {name} task {src} runs again")
         with contextlib.suppress(FileNotFoundError):  # gone already when that is what was wrong
             folder.rm_file(receipt_path(step.directory, src))
         rerun(name, src)
@@ -788,7 +802,7 @@ def cluster_stages(
     index = 1
     while True:
         current = ran((f"{prefix}_clusters_pass_{index:03d}", [StarPass(*args, tasks, index=index)], tasks))
-        yield from repaired(out, written, len(current.finished_before) == tasks, rerun)
+        yield from repaired(out, written, current, rerun)
         yield current.stage
         if index >= 3 and out.exists(pass_dir(index - 2)):  # its receipts stay; its edges are read no more
             for dst in range(tasks):
@@ -806,8 +820,8 @@ def cluster_stages(
         ("write", ClusterWrite(*args, tasks)),
     ):
         current = ran((f"{prefix}_clusters_{name}", [step], tasks))
-        yield from repaired(out, written, len(current.finished_before) == tasks, rerun)
+        yield from repaired(out, written, current, rerun)
         yield current.stage
         written = current
-    yield from repaired(out, written, False, rerun)  # the summary is not done (else it was yielded alone)
+    yield from repaired(out, written, None, rerun)  # the summary is not done (else it was yielded alone)
     yield f"{prefix}_clusters", [summary], 1

@@ -34,6 +34,7 @@ from common.slurm_arrays import SlurmTasksFailed
 from common.storage import StorageError, as_path, check_store, is_remote, read_or_none, same_place
 from common.uploads import uploads_before_completion
 from curate.pipeline import build_curate_pipeline
+from dedup.records import CorruptFileError
 from dedup.star import add_cluster_arguments, cluster_settings
 from pipelines.costs import CpuLedger, process_cpu_seconds
 from pipelines.executors import EXECUTORS, ExecutorError, RunLocalExecutor, make_executor
@@ -273,7 +274,6 @@ def dedup_indexes(args: argparse.Namespace, recipe: Recipe, run_root: Path) -> t
     """``--dedup-against RUN_DIR ...`` -> their index folders, each checked complete and made with this
     recipe's MinHash parameters (one-line errors, before any work)."""
     from dedup.index import earlier_indexes
-    from dedup.records import CorruptFileError
 
     if not args.dedup_against:
         return ()
@@ -443,7 +443,9 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
             ray = executor_options(args).get("ray")
             print_chain(run_chain(layout.root, knobs, ray=ray, blimp=args.eval_blimp))
             print(f"report (with the final evaluation): {add_evaluation(layout.root)}")
-    except (ConfigError, SourceError, FolderUnavailable, ExecutorError, StorageError, SlurmTasksFailed) as err:
+    # CorruptFileError: a file of the run cut short or gone, named (a dedup stage's, raised by its driver or task)
+    except (ConfigError, SourceError, FolderUnavailable, ExecutorError, StorageError, SlurmTasksFailed,
+            CorruptFileError) as err:  # fmt: skip
         print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     except SubmissionDeclined as err:

@@ -365,7 +365,8 @@ def identities(folder: Path, names: list[str]) -> dict[str, tuple[int, int]]:
 def test_file_cut_short_after_its_receipt_is_redone_on_the_local_executor(planted, tmp_path, damage):
     """A stage runs to its end (receipts, completion markers), then one of its committed files is cut short (a disk
     fault after its task finished): a first large-star's edge file, a cluster file. While the inputs of the task
-    that wrote it are gone, the resumed run stops on that file with its one-line error and drops nothing. With them
+    that wrote it are gone, the resumed run's driver stops before the next stage with a one-line error naming that
+    file and the missing input, and drops nothing. With them
     back, the resumed run drops that task's receipt and completion marker and runs it again, and only it: its files
     are written again, the other task's are untouched, and the clusters are the union-find's."""
     base, config = planted
@@ -382,7 +383,8 @@ def test_file_cut_short_after_its_receipt_is_redone_on_the_local_executor(plante
     others = [name for name in written if name not in damage.files]
     assert all(name in written for name in damage.files)
     (out / damage.inputs).rename(tmp_path / "aside")  # what the task would read again
-    with pytest.raises(CorruptFileError, match=rf"{re.escape(damage.cut)}: truncated") as stopped:
+    stop = rf"{re.escape(damage.cut)}: \d+ bytes, its receipt says \d+; {damage.stage} task {damage.task} cannot run"
+    with pytest.raises(CorruptFileError, match=stop) as stopped:  # the driver, before the next stage
         run_local_executor(args, logs)
     assert "\n" not in str(stopped.value)
     assert identities(out, damage.files) == {name: before[name] for name in damage.files} and completion.exists()
@@ -407,3 +409,37 @@ def test_file_cut_short_after_its_receipt_is_redone_on_the_local_executor(plante
     assert all(np.array_equal(a, b) for a, b in zip(single, ours, strict=True))
     assert json.loads((out / "summary.json").read_text()) == json.loads((base / "single" / "summary.json").read_text())
     assert not (out / "work").exists()
+
+
+def test_a_cut_file_whose_reader_finished_is_left_when_its_task_cannot_run_again(planted, tmp_path):
+    """The second pass's task 1 finished and its task 0 did not (its receipt and completion marker dropped); then
+    the first pass's task 1's edge file for task 1 is cut short and that task's inputs are gone. The file's only
+    reader has finished: the resumed run neither stops nor runs the task again, the second pass's task 0 (which
+    reads other files) runs, and the clusters are the union-find's."""
+    base, config = planted
+    config = replace(config, cluster_tasks=TASKS, cluster_memory_mb=SMALL_CAP)
+    out, logs = tmp_path / "c", tmp_path / "logs"
+    rerun = drop_completions(lambda stage: f"{logs}/{stage}")
+    args = ("dedup", str(base / "pairs"), str(base / "sigs"), str(out), config, "minhash", rerun)
+    second = "dedup_clusters_pass_002"
+    with pytest.raises(_Stopped):
+        run_local_executor(args, logs, after=stop_after(second))
+    (out / receipt_path(pass_dir(2), 0)).unlink()
+    (logs / second / "completions" / "00000").unlink()
+    cut = out / EDGES_CUT.path(1)
+    os.truncate(cut, cut.stat().st_size - 100)
+    (out / pass_dir(0) / f"{EDGES_CUT.src:05d}").rename(tmp_path / "aside")
+    kept = [receipt_path(pass_dir(1), EDGES_CUT.src), receipt_path(pass_dir(2), 1)]
+    before = identities(out, kept)
+    checked: list[str] = []
+
+    def check(stage: str) -> None:
+        if stage == second and not checked:  # the second pass ran again: its task 0 alone
+            assert identities(out, kept) == before and (out / receipt_path(pass_dir(2), 0)).exists()
+            assert (logs / EDGES_CUT.stage / "completions" / f"{EDGES_CUT.src:05d}").exists()
+            checked.append(stage)
+
+    run_local_executor(args, logs, after=check)
+    assert checked == [second]
+    single, ours = read_clusters(base / "single", config, 5), read_clusters(out, config, 5)
+    assert all(np.array_equal(a, b) for a, b in zip(single, ours, strict=True))

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -32,7 +32,8 @@ from common.ray_cluster.executor import GIB, RayResourceError, fit_resources
 from tests.support.cli import REPO, run_cli
 from tests.support.mirror import write_mirror
 from tests.support.processes import alive, descendants, wait_gone
-from tests.support.run_compare import assert_same_run, local_sample_without_dedup  # noqa: F401
+from tests.support.run_compare import assert_same_run
+from tests.support.star_runs import LABELS
 
 RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(RAY is None, reason="ray is not installed")]
@@ -185,7 +186,7 @@ def mirror(tmp_path_factory) -> tuple[list[str], Path]:
 
 
 @pytest.fixture(scope="module")
-def sample_runs(ray_head: str, local_sample_without_dedup: Path, tmp_path_factory) -> tuple[Path, Path, str]:  # noqa: F811
+def sample_runs(ray_head: str, local_sample_without_dedup: Path, tmp_path_factory) -> tuple[Path, Path, str]:
     """The ``sample`` source curated locally and on Ray: (local run dir, Ray run dir, the Ray driver's stdout)."""
     out = tmp_path_factory.mktemp("sample")
     proc = run_cli(
@@ -202,6 +203,18 @@ def test_sample_on_ray_equals_local(sample_runs: tuple[Path, Path, str]) -> None
     assert (run_dir / "stats/curate/00000.json").exists() and (run_dir / "logs/curate/task_00000.log").exists()
     assert "[ray] curate: 1/1 tasks" in stdout
     assert (run_dir / "stats.json").exists()
+
+
+def test_a_star_file_cut_short_after_its_receipt_is_redone_on_ray(
+    ray_head: str,
+    resume_cut: Callable[..., subprocess.CompletedProcess],
+) -> None:
+    """``pipelines.run sample --cluster-tasks 2`` stopped after its number stage, one of that stage's label files
+    cut short after its task's receipt (``tests/support/star_runs.py``), resumed with ``--executor ray``: with the
+    task's inputs gone, one error line naming the file before any Ray task; with them back, that task alone runs
+    again on Ray (the stage sent again) and the run equals the uninterrupted one."""
+    proc = resume_cut("--executor", "ray", "--ray-address", ray_head)
+    assert proc.stdout.count(f"[ray] {LABELS.stage}: 2/2 tasks") == 2, proc.stdout[-3000:]
 
 
 def _chain(run_dir: Path, ray_address: str | None) -> str:

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,8 +20,9 @@ from common.slurm import SlurmError, parse_time
 from pipelines.run import main as run_main
 from tests.support.cli import REPO, run_cli
 from tests.support.mirror import write_mirror
-from tests.support.run_compare import assert_same_run, local_sample_without_dedup  # noqa: F401
+from tests.support.run_compare import assert_same_run
 from tests.support.slurm_cluster import SlurmCluster, cluster_or_skip
+from tests.support.star_runs import LABELS
 
 CRAWL = "CC-MAIN-2024-18"
 
@@ -88,7 +89,7 @@ def test_bad_input_is_one_line_and_nothing_is_submitted(slurm: SlurmCluster, tmp
 @pytest.mark.e2e
 def test_sample_detached_on_slurm_equals_local(
     slurm: SlurmCluster,
-    local_sample_without_dedup: Path,  # noqa: F811
+    local_sample_without_dedup: Path,
     tmp_path: Path,
 ) -> None:
     """``--detach`` submits the driver and returns; the driver's arrays give the local executor's run."""
@@ -179,3 +180,21 @@ def test_a_cancelled_task_is_resubmitted_by_the_rerun(slurm: SlurmCluster, tmp_p
     assert json.loads((run_dir / "logs/curate/ranks_to_run.json").read_text()) == [0]  # only the cancelled one
     assert len(json.loads((run_dir / "logs/curate/slurm_jobs.json").read_text())) == 2
     assert_same_run(str(run_dir), tmp_path / "local" / CRAWL, folders=("curated", "removed"))
+
+
+@pytest.mark.e2e
+def test_a_star_file_cut_short_after_its_receipt_is_redone_on_slurm(
+    slurm: SlurmCluster,
+    resume_cut: Callable[..., subprocess.CompletedProcess],
+    tmp_path: Path,
+) -> None:
+    """``pipelines.run sample --cluster-tasks 2`` stopped after its number stage, one of that stage's label files
+    cut short after its task's receipt (``tests/support/star_runs.py``), resumed with ``--executor slurm``: with
+    the task's inputs gone, one error line naming the file and no task run; with them back, an array of
+    that task alone runs it again and the run equals the uninterrupted one."""
+    queue = slurm.queue()
+    resume_cut("--executor", "slurm")
+    logs = tmp_path / "sample" / "logs" / LABELS.stage
+    assert json.loads((logs / "ranks_to_run.json").read_text()) == [LABELS.task]
+    assert len(json.loads((logs / "slurm_jobs.json").read_text())) == 1  # one array, one task: no other submitted
+    assert slurm.queue() == queue

@@ -13,7 +13,6 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from pipelines.sample import SAMPLE_WARC
-from tests.support.cli import run_cli
 
 DOCUMENT_FOLDERS = ("curated", "deduped", "removed")
 LOAD_DEPENDENT = ("timeout", "broken_process")  # verdicts of the sandboxes' time limit (extraction, signals)
@@ -119,12 +118,3 @@ def local_sample(sample_run: Path) -> Path:
     adds its own folders and leaves ``curated/``, ``deduped/``, ``removed/`` and ``stats.json`` as they were:
     one sample run fewer per session."""
     return sample_run
-
-
-@pytest.fixture(scope="session")
-def local_sample_without_dedup(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``python -m pipelines.run sample --no-dedup`` to a local folder, once per session (the reference of the
-    Ray and Slurm runs of the same command): its run directory."""
-    out = tmp_path_factory.mktemp("local-sample-without-dedup")
-    run_cli("pipelines.run", "sample", "--no-dedup", "--out", str(out))
-    return out / "sample"
