@@ -27,6 +27,24 @@ def _current_umask() -> int:
 
 _UMASK = _current_umask()
 FILE_MODE = 0o666 & ~_UMASK  # what open() creates; mkstemp and some libraries (safetensors) make 0600
+_TWINS: tuple[str, ...] = ()  # local folders whose files are copies on their way to a store (``store_twins``)
+
+
+@contextlib.contextmanager
+def store_twins(folder: str | os.PathLike[str]) -> Iterator[None]:
+    """Within the block, files written atomically under the local `folder` skip the fsync (still renamed
+    whole): they are the local twins of a store's objects (a store build's staging), uploaded and then
+    removed, whose durable copy is the store's; syncing them only delayed their uploads."""
+    global _TWINS
+    saved, _TWINS = _TWINS, (*_TWINS, os.path.join(os.path.abspath(folder), ""))
+    try:
+        yield
+    finally:
+        _TWINS = saved
+
+
+def _durable(target: Path) -> bool:
+    return not _TWINS or not os.path.abspath(target).startswith(_TWINS)
 
 
 @contextlib.contextmanager
@@ -46,7 +64,8 @@ def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
-            os.fsync(handle.fileno())
+            if _durable(target):
+                os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
