@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -28,6 +29,7 @@ def _current_umask() -> int:
 _UMASK = _current_umask()
 FILE_MODE = 0o666 & ~_UMASK  # what open() creates; mkstemp and some libraries (safetensors) make 0600
 _TWINS: tuple[str, ...] = ()  # local folders whose files are copies on their way to a store (``store_twins``)
+_TWINS_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -36,11 +38,16 @@ def store_twins(folder: str | os.PathLike[str]) -> Iterator[None]:
     whole): they are the local twins of a store's objects (a store build's staging), uploaded and then
     removed, whose durable copy is the store's; syncing them only delayed their uploads."""
     global _TWINS
-    saved, _TWINS = _TWINS, (*_TWINS, os.path.join(os.path.abspath(folder), ""))
+    entry = os.path.join(os.path.abspath(folder), "")
+    with _TWINS_LOCK:
+        _TWINS = (*_TWINS, entry)
     try:
         yield
     finally:
-        _TWINS = saved
+        with _TWINS_LOCK:  # only this block's entry: another thread's build may have added its own meanwhile
+            twins = list(_TWINS)
+            twins.remove(entry)
+            _TWINS = tuple(twins)
 
 
 def _durable(target: Path) -> bool:
