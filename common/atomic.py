@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -27,6 +28,30 @@ def _current_umask() -> int:
 
 _UMASK = _current_umask()
 FILE_MODE = 0o666 & ~_UMASK  # what open() creates; mkstemp and some libraries (safetensors) make 0600
+_TWINS: tuple[str, ...] = ()  # local folders whose files are copies on their way to a store (``store_twins``)
+_TWINS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def store_twins(folder: str | os.PathLike[str]) -> Iterator[None]:
+    """Within the block, files written atomically under the local `folder` skip the fsync (still renamed
+    whole): they are the local twins of a store's objects (a store build's staging), uploaded and then
+    removed, whose durable copy is the store's; syncing them only delayed their uploads."""
+    global _TWINS
+    entry = os.path.join(os.path.abspath(folder), "")
+    with _TWINS_LOCK:
+        _TWINS = (*_TWINS, entry)
+    try:
+        yield
+    finally:
+        with _TWINS_LOCK:  # only this block's entry: another thread's build may have added its own meanwhile
+            twins = list(_TWINS)
+            twins.remove(entry)
+            _TWINS = tuple(twins)
+
+
+def _durable(target: Path) -> bool:
+    return not _TWINS or not os.path.abspath(target).startswith(_TWINS)
 
 
 @contextlib.contextmanager
@@ -46,7 +71,8 @@ def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
-            os.fsync(handle.fileno())
+            if _durable(target):
+                os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

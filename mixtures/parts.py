@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -85,19 +86,15 @@ def tokenize_sources(
                 tasks.append(ArrivingFile(template, source, arriving.wait))
             else:
                 tasks.extend(file_tasks(template))
-    if workers > 1:  # processes: each sets its own Rust thread count (pool.py)
-        parts.extend(run_tasks(encode_task, tasks, workers, desc="tokenizing", progress=progress))
-    else:
-        with tokenizers_threads_off() as off:
-            # one core per batch in flight: tasks run on min(tasks, cores) threads, each encodes
-            # cores / threads batches at once, so a single large file still uses every core
-            inner = max(1, available_cores() // max(1, min(len(tasks), available_cores()))) if off else 1
+    # processes set their own Rust thread count (pool.py); this process's threads encode with HF tokenizers'
+    # threads off, one core per batch in flight: tasks run on min(tasks, cores) threads, each encodes
+    # cores / threads batches at once, so a single large file still uses every core
+    with tokenizers_threads_off() if workers <= 1 else contextlib.nullcontext(False) as off:
+        if off:
+            inner = max(1, available_cores() // max(1, min(len(tasks), available_cores())))
             tasks = [_with_threads(t, inner) for t in tasks]
-            if not any(isinstance(t, ArrivingFile) for t in tasks):
-                parts.extend(run_tasks(encode_task, tasks, workers, desc="tokenizing", progress=progress))
-            else:
-                for group in run_tasks(_tokenize_arrived, tasks, workers, desc="tokenizing", progress=progress):
-                    parts.extend(group)
+        for group in run_tasks(_tokenize, tasks, workers, desc="tokenizing", progress=progress):
+            parts.extend(group)
     return sorted(parts, key=lambda p: p.source)
 
 
@@ -115,9 +112,9 @@ def _with_threads(task: EncodeTask | ArrivingFile, threads: int) -> EncodeTask |
     return dataclasses.replace(task, encode_threads=threads)
 
 
-def _tokenize_arrived(task: EncodeTask | ArrivingFile) -> list[TokenPart]:
+def _tokenize(task: EncodeTask | ArrivingFile) -> list[TokenPart]:
     """A task's part; an arriving file's parts once it is there and passes the check it would have passed
-    before the build."""
+    before the build (one path for both, so a build's parts do not depend on whether its files had landed)."""
     if isinstance(task, EncodeTask):
         return [encode_task(task)]
     file = Path(task.template.file)

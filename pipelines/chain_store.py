@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from common.atomic import atomic_write_bytes
+from common.atomic import atomic_write_bytes, store_twins
 from common.run_dir import is_visible
 from common.transfer import FolderFetch, FolderUpload, download_folder, fetch_kept_documents, upload_folder
 from pipelines.errors import ExecutorError
@@ -76,15 +76,17 @@ class StoreStaging:
         """``build_mixture`` into the local twin of ``run_dir/name``, each shard's files uploaded as soon as the
         shard is written (``FolderUpload``: while the other shards are written, not after the last one), and
         ``manifest.json`` last, once every shard landed: a build killed at any point leaves no manifest, or one
-        whose every file is on the store. Documents still on their way (``documents(wait=False)``) are
-        tokenized each as it lands, not once all are (``mixtures.sources.Arriving``)."""
+        whose every file is on the store. The local twin's files are not fsynced (``store_twins``: the store
+        holds the durable copy; they are renamed whole as before). Documents still on their way
+        (``documents(wait=False)``) are tokenized each as it lands, not once all are (``mixtures.sources.Arriving``)."""
         from mixtures.build import build_mixture
         from mixtures.manifest import MANIFEST_NAME
 
-        with FolderUpload(self.folder(name), str(self.run_dir / name)) as upload:
+        local = self.folder(name)
+        with FolderUpload(local, str(self.run_dir / name)) as upload, store_twins(local):
             manifest = build_mixture(
                 spec,
-                self.folder(name),
+                local,
                 overwrite=True,
                 progress=progress,
                 on_shard=upload.send,
