@@ -115,9 +115,9 @@ class UnigramPredictor:
         # a cached word costs its row sum plus roughly 100 bytes of dictionary entry and string
         self.max_words = max(1024, max_cache_bytes // (4 * model.args.dim + 100))
         self.output = np.asarray(model.output, dtype=np.float64)
-        # the tokens' rows of one chunk, gathered here and widened into _gathered64 (see _hidden_chunk)
+        # the tokens' rows of one chunk, gathered here and widened, transposed, into _gathered64 (see _hidden_chunk)
         self._gathered = np.empty((0, model.args.dim), dtype=np.float32)
-        self._gathered64 = np.empty((0, model.args.dim), dtype=np.float64)
+        self._gathered64 = np.empty(0, dtype=np.float64)
         if model.args.loss == "hs":
             self.paths = hs_paths(model.label_counts)
             self.output = self.output[: len(self.labels) - 1]
@@ -201,19 +201,25 @@ class UnigramPredictor:
     def _hidden_chunk(
         self, tokens: list[str], offsets: list[int], sums_out: np.ndarray, counts_out: np.ndarray
     ) -> None:
-        """Each text's rows added in float64, in token order (the same bits as ``reduceat`` of the float32 rows
-        with ``dtype=float64``). The rows are gathered, then widened, into two buffers kept for the next chunk:
-        the fresh gathered array and reduceat's float64 copy of it were page-faulted in anew for every chunk."""
+        """Each text's rows added in float64 (the same bits as ``reduceat`` of the float32 rows with
+        ``dtype=float64``). The rows are gathered, then widened, into two buffers kept for the next chunk: the
+        fresh gathered array and reduceat's float64 copy of it were page-faulted in anew for every chunk.
+
+        Widened transposed (one row per dimension): ``reduceat`` then sums each text's run of one dimension in
+        contiguous memory, not at a stride of one token row, with the same additions in the same order (numpy's
+        pairwise sum of the run either way: the same bits, tested in ``tests/classifiers/test_ft_predict.py``):
+        0.17 -> 0.07 CPU s for the 1.37M tokens of ``bench.curate``'s DCLM row as one chunk; in its chunks of 65k
+        tokens the whole cold prediction 1.03 -> 1.00 s (medians of 5)."""
         ids = self._word_ids(tokens)
         dim = self._sums.shape[1]
         if len(ids) > len(self._gathered):  # one chunk's size (larger only for one huge text)
             self._gathered = np.empty((max(len(ids), MAX_BATCH_CELLS // dim), dim), dtype=np.float32)
-            self._gathered64 = np.empty(self._gathered.shape, dtype=np.float64)
+            self._gathered64 = np.empty(self._gathered.size, dtype=np.float64)
         rows = self._gathered[: len(ids)]
         np.take(self._sums, ids, axis=0, out=rows, mode="clip")  # ids are rows in use; "raise" buffers the out
-        wide = self._gathered64[: len(ids)]
-        wide[...] = rows
-        sums_out[:] = np.add.reduceat(wide, offsets, axis=0)
+        wide = self._gathered64[: rows.size].reshape(dim, len(ids))  # contiguous: dimension by dimension
+        wide[...] = rows.T
+        sums_out[:] = np.add.reduceat(wide, offsets, axis=1).T
         counts_out[:] = np.add.reduceat(self._counts[ids], offsets)
 
     def log_probs(self, hidden: np.ndarray) -> np.ndarray:

@@ -226,3 +226,23 @@ def test_hidden_sums_through_reused_buffers_equal_a_fresh_gather(sample_texts: l
         total = np.add.reduceat(model._sums[ids], [0], axis=0, dtype=np.float64)[0]
         assert n == model._counts[ids].sum()
         assert np.array_equal(row, total / n if n else np.zeros(dim))
+
+
+def test_hidden_sums_of_transposed_rows_equal_the_row_major_reduceat_bit_for_bit(sample_texts: list[str]) -> None:
+    """The rows are summed dimension by dimension (transposed, contiguous): the same bits as ``reduceat`` over the
+    row-major widened rows, which the scores were computed from before. Row sums of random magnitudes, so that the
+    order of the additions shows in the last bits, and texts from 1 token to several chunks' worth."""
+    model = UnigramPredictor(read_fasttext(bundled_ft176_path()))
+    dim = model.model.args.dim
+    words = np.array(sorted(set(" ".join(sample_texts).split())))
+    rng = np.random.default_rng(7)
+    texts = [" ".join(rng.choice(words, size=n)) for n in (0, 1, 7, 8, 9, 127, 128, 129, 1000, 8191, 8193, 70_000)]
+    texts += [" ".join(rng.choice(words, size=rng.integers(1, 300))) for _ in range(200)]
+    model.hidden(texts)  # every word cached
+    used = len(model._index)
+    model._sums[:used] = (rng.standard_normal((used, dim)) * 10.0 ** rng.integers(-4, 4, (used, 1))).astype(np.float32)
+    hidden, counts = model.hidden(texts)
+    for text, row, n in zip(texts, hidden, counts, strict=True):
+        ids = [model._index[t] for t in UnigramPredictor.tokens(text)]
+        total = np.add.reduceat(model._sums[ids].astype(np.float64), [0], axis=0)[0]
+        assert np.array_equal(row, total / n)

@@ -129,13 +129,31 @@ def test_word_counts():
     assert [counted_words(t) for t in edges] == [0, 1, 1, 1, 2, 3, 3]
 
 
+def _fasttext_words_starting_alphanumeric(text: str) -> int:
+    return sum(1 for t in re.split(r"[ \n\r\t\v\f\x00]", text) if t[:1].isalnum())
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from("ab1_ \n\r\t\v\f\x00\x1c\u00a0\u2003\u00e9\u00b2-.'"), max_size=40))
+@given(
+    st.text(
+        alphabet=st.sampled_from("ab1_ \n\r\t\v\f\x00\x1c\u00a0\u2003\u00e9\u00b2-.'\ud800\u4e2d\U0001d400\U0001f600"),
+        max_size=40,
+    )
+)
 def test_word_counts_equal_fasttext_tokens_that_start_alphanumeric(text):
     """fastText's tokens: split at ASCII whitespace and NUL; counted when the first character is alphanumeric."""
-    tokens = re.split(r"[ \n\r\t\v\f\x00]", text)
-    assert counted_words(text) == sum(1 for t in tokens if t[:1].isalnum())
+    assert counted_words(text) == _fasttext_words_starting_alphanumeric(text)
     assert segment_words("don't 'quoted' U.S. e-mail 3.5 ,") == ["don't", "quoted", "U.S", "e", "mail", "3.5"]
+
+
+def test_word_counts_by_code_unit_tables_equal_str_isalnum_for_every_character():
+    """Every BMP character and lone surrogate (one UTF-16 unit: the tables) and characters beyond (two units: the
+    pattern), first, after a separator and between letters: counted as fastText's tokens that start alphanumeric."""
+    bmp, beyond = list(map(chr, range(0x10000))), list(map(chr, range(0x10000, 0x110000, 7)))
+    for chars in (bmp, beyond):
+        for text in ("\x00" + " ".join(chars), "a".join(chars), "".join(f"{c}\t" for c in chars), chars[-1] + "x"):
+            assert counted_words(text) == _fasttext_words_starting_alphanumeric(text)
+    assert counted_words(" ".join(bmp)) == sum(map(str.isalnum, bmp))
 
 
 def test_thresholds_come_from_the_rule():
