@@ -12,6 +12,7 @@ from __future__ import annotations
 import posixpath
 import re
 import struct
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Protocol
 
 import numpy as np
@@ -233,13 +234,34 @@ class DedupBuckets(PipelineStep):
                         pairs = edges.feed(sorted_block)
                         writer.write(pairs)
                         self.stat_update("pairs", value=len(pairs))
-                    writer.commit(extra=source)
+                    beside = self._index_beside(band, edges, files) if writer.direct else None
+                    try:
+                        writer.commit(extra=source)
+                    finally:
+                        if beside is not None:  # no thread of the task left running, whatever happened
+                            wait([beside])
             finally:
                 sorter.close()
-        if self.index is not None and edges.keys is not None:  # after the pairs; the task's marker after both
-            with self.track_time("index"):
-                keys = np.concatenate(edges.keys) if edges.keys else np.empty(0, np.uint64)
-                self.stat_update("index_keys", value=self.index.write(band, keys, sum(f.extra for f in files)))
+        if self.index is not None and edges.keys is not None:  # the task's marker after both
+            with self.track_time("index"):  # on a store written beside the pairs (timed with them)
+                written = beside.result() if beside is not None else self._write_index(band, edges, files)
+                self.stat_update("index_keys", value=written)
+
+    def _write_index(self, band: int, edges: StarEdges, files: list[RecordFile]) -> int:
+        keys = np.concatenate(edges.keys) if edges.keys else np.empty(0, np.uint64)
+        return self.index.write(band, keys, sum(f.extra for f in files))
+
+    def _index_beside(self, band: int, edges: StarEdges, files: list[RecordFile]) -> Future | None:
+        """On a store, the band's index part written (``BandIndex.write``) on a thread of its own while the
+        pairs upload: two uploads sent together, not one round trip after the other (the order between them is
+        free: a band is done only when both validate, and its completion marker comes after both)."""
+        if self.index is None or edges.keys is None:
+            return None
+        thread = ThreadPoolExecutor(1, thread_name_prefix="band-index")
+        try:
+            return thread.submit(self._write_index, band, edges, files)
+        finally:
+            thread.shutdown(wait=False)
 
     def _pairs_done(self, out: str, band: int, bands: int, source: int) -> bool:
         """The band's pairs validate and come from these signature files."""

@@ -154,8 +154,9 @@ def _versions() -> dict[str, str]:
 
 def prepare_run(
     recipe: Recipe, source: ResolvedSource, out: Path, argv: list[str], dedup_against: tuple[str, ...] = ()
-) -> RunLayout:  # out: a pathlib.Path, or a UPath for a store (common.storage.as_path)
-    """Create the run directory, its input listing and ``run.json``; refuse a conflicting rerun."""
+) -> tuple[RunLayout, dict]:  # out: a pathlib.Path, or a UPath for a store (common.storage.as_path)
+    """Create the run directory, its input listing and ``run.json``; refuse a conflicting rerun. The layout, and
+    ``run.json`` as a reader parses it (for the run's report, not read back)."""
     layout = RunLayout(out / source.dump)
     config = {"recipe": recipe.to_dict(), "source": {"base": source.base, "paths": list(source.paths)}}
     if dedup_against:  # only when given, so that runs made before the option still resume
@@ -177,8 +178,9 @@ def prepare_run(
         "versions": _versions(),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    atomic_write_text(layout.run_json, json.dumps(run_info, indent=2, default=str))
-    return layout
+    text = json.dumps(run_info, indent=2, default=str)
+    atomic_write_text(layout.run_json, text)
+    return layout, json.loads(text)
 
 
 def executor_options(args: argparse.Namespace) -> dict:
@@ -414,7 +416,7 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
         run_lock = acquire_output_lock(out / source.dump, "pipelines.run", checked=True)  # one writer, to the end
         stack.callback(run_lock.release)
         stack.enter_context(scratch)
-        layout = prepare_run(recipe, source, out, argv, against)
+        layout, run_info = prepare_run(recipe, source, out, argv, against)
         children_die_with_me()  # a SIGKILLed run leaves no Manager server, pool worker or sandbox behind
         cpu = CpuLedger(layout.root)
         stack.callback(cpu.written, quiet=True)  # before the lock is released, also when the run fails
@@ -434,7 +436,8 @@ def run(args: argparse.Namespace, argv: list[str], stack: contextlib.ExitStack) 
             cpu.add("process", process_cpu_seconds())
         stats = merge_run_stats(layout.root, list(tasks), tasks, written)
         cpu.written()
-        print_summary(layout, stats, *written_report(layout.root))
+        records = {"stats.json": json.loads(json.dumps(stats)), "run.json": run_info}  # as written, parsed again
+        print_summary(layout, stats, *written_report(layout.root, records))
         if knobs is not None and not kept_any:
             raise ConfigError("--train: curation kept no documents: no tokenizer or model can be trained on them")
         if knobs is not None:

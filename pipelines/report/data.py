@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
@@ -207,13 +207,16 @@ def _json_object(path: Path, missing_ok: bool = False) -> dict | None:
     return value
 
 
-def load_run(run_dir: Path) -> RunInfo:
-    """Read ``run.json``, ``stats.json`` and the file lists of a run directory."""
+def load_run(run_dir: Path, written: Mapping[str, dict] | None = None) -> RunInfo:
+    """Read ``run.json``, ``stats.json`` and the file lists of a run directory. ``written``: those of the two
+    records that the caller itself just wrote, by name, as a reader parses them (the run's driver: on a store each
+    read back was a HEAD and a GET, one after another, while the report waited)."""
     layout = RunLayout(as_path(run_dir))
-    stats = _json_object(layout.stats_json, missing_ok=True)
+    written = written or {}
+    stats = written.get("stats.json") or _json_object(layout.stats_json, missing_ok=True)
     if stats is None:
         raise FileNotFoundError(f"{layout.stats_json} not found: not a finished run directory")
-    meta = _json_object(layout.run_json, missing_ok=True)
+    meta = written.get("run.json") or _json_object(layout.run_json, missing_ok=True)
     if meta is None:
         meta = _json_object(layout.refilter_json, missing_ok=True) or {}
     steps = filtering_steps(stats)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -218,10 +219,11 @@ def write_report(run_dir: Path) -> Path:
     return written_report(run_dir)[0]
 
 
-def written_report(run_dir: Path) -> tuple[Path, dict]:
+def written_report(run_dir: Path, written: Mapping[str, dict] | None = None) -> tuple[Path, dict]:
     """``write_report``: the index.html path, and the report.json written as its reader gets it (the text parsed
-    again), for the summary's table without reading the file back (on a store a HEAD and a GET)."""
-    run = load_run(as_path(run_dir))
+    again), for the summary's table without reading the file back (on a store a HEAD and a GET). ``written``:
+    ``stats.json`` / ``run.json`` as the caller just wrote them (``load_run``)."""
+    run = load_run(as_path(run_dir), written)
     if not isinstance(run.stats.get("stages"), dict):  # a stats.json pipelines.run did not write
         raise RunUnreadable(f"{run.root / 'stats.json'}: not a finished run's stats (no `stages` object)")
     return _write(build_report_data(run), run.root / "report")

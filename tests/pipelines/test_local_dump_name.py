@@ -38,9 +38,9 @@ def test_two_local_runs_in_one_out_get_two_folders_and_a_collision_names_dump(tm
     out = tmp_path / "out"
     first = resolve_paths(_files(tmp_path / "heldout", "a.warc.gz", "b.warc.gz"))
     second = resolve_paths(_files(tmp_path / "other", "c.warc.gz", "d.warc.gz"))
-    assert prepare_run(recipe, first, out, argv).root == out / "heldout"
-    assert prepare_run(recipe, second, out, argv).root == out / "other"
-    assert prepare_run(recipe, first, out, argv).root == out / "heldout"  # the same inputs resume there
+    assert prepare_run(recipe, first, out, argv)[0].root == out / "heldout"
+    assert prepare_run(recipe, second, out, argv)[0].root == out / "other"
+    assert prepare_run(recipe, first, out, argv)[0].root == out / "heldout"  # the same inputs resume there
     clash = resolve_paths([*_files(tmp_path / "heldout", "e.warc.gz"), str(tmp_path / "heldout" / "a.warc.gz")])
     assert clash.dump == "heldout"  # other files of the same folder
     with pytest.raises(ConfigError, match="name this run with --dump NAME"):

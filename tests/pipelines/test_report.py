@@ -206,6 +206,20 @@ def test_word_counts_match_str_split() -> None:
     assert word_counts(pa.array(texts)).tolist() == [len((t or "").split()) for t in texts]
 
 
+def test_the_records_its_driver_just_wrote_are_handed_over_not_read_back(
+    tmp_path: Path, sample_run: Path, data: dict
+) -> None:
+    """``pipelines.run`` hands the report the stats.json and run.json it wrote (on a store each read back was a
+    HEAD and a GET): the same report as one read from the folder alone, here with neither file left to read."""
+    run = tmp_path / "sample"
+    shutil.copytree(sample_run, run, ignore=shutil.ignore_patterns("report"))
+    records = {name: json.loads((run / name).read_text()) for name in ("stats.json", "run.json")}
+    for name in records:
+        (run / name).unlink()
+    index, written = report.written_report(run, records)
+    assert written == {**data, "root": str(run)} == json.loads((index.parent / "report.json").read_text())
+
+
 def test_report_without_dedup_shows_quality_scores(tmp_path: Path, sample_run: Path) -> None:
     """A --no-dedup run whose documents carry a quality_score: the report adapts to both."""
     run = tmp_path / "sample"
