@@ -5,7 +5,9 @@ questions whose answer the run already has:
 
 - ``makedirs`` before every file opened for writing (datatrove's ``DataFolder`` asks it for each output,
   stats file, log and completion marker) sends a HEAD for the bucket each time, listings not being cached
-  (``common.storage``): S3 has no folders, so once a bucket is known to exist nothing is left to make.
+  (``common.storage``): S3 has no folders, so once a bucket is known to exist nothing is left to make. Known
+  to the process (and the task processes it forks), not to one file system instance: each task's own instance
+  asked again (``check_store``'s listing counts too).
 - ``isfile`` / ``size`` of a key that does not exist (a completion marker not yet written, an output about
   to be computed) go through ``info``, which after the HEAD's 404 lists the prefix to find a "directory":
   a folder is never a file and has no size, so one HEAD answers both.
