@@ -43,9 +43,10 @@ READERS = ".readers"  # the folder's read leases, one object per reader
 
 
 def _read_record(fs: Any, key: str) -> dict[str, Any]:
-    """The holder record at `key`: {} when absent, {"unreadable": True} when not a JSON object."""
+    """The holder record at `key`: {} when absent, {"unreadable": True} when not a JSON object. On ``s3://`` one
+    GET (s3fs asked its size first: a HEAD before each heartbeat and the release's delete)."""
     try:
-        record = json.loads(fs.cat_file(key))
+        record = json.loads(fs.cat_file(key, **getattr(fs, "small_read_options", {})))
     except FileNotFoundError:
         return {}
     except ValueError:

@@ -5,7 +5,9 @@ questions whose answer the run already has:
 
 - ``makedirs`` before every file opened for writing (datatrove's ``DataFolder`` asks it for each output,
   stats file, log and completion marker) sends a HEAD for the bucket each time, listings not being cached
-  (``common.storage``): S3 has no folders, so once a bucket is known to exist nothing is left to make.
+  (``common.storage``): S3 has no folders, so once a bucket is known to exist nothing is left to make. Known
+  to the process (and the task processes it forks), not to one file system instance: each task's own instance
+  asked again (``check_store``'s listing counts too).
 - ``isfile`` / ``size`` of a key that does not exist (a completion marker not yet written, an output about
   to be computed) go through ``info``, which after the HEAD's 404 lists the prefix to find a "directory":
   a folder is never a file and has no size, so one HEAD answers both.
@@ -27,6 +29,7 @@ of CPU a client (a run makes 7: the driver's checks and file system, each pool w
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -36,6 +39,9 @@ from botocore.utils import determine_content_length
 from s3fs import S3FileSystem
 
 _SHARED: list[aiobotocore.session.AioSession] = []
+# (endpoint, bucket) of the buckets this process (or the one that forked it) found or made: a bucket does not
+# go away during a run, and each new file system instance (a task's, a forked worker's) asked again
+_BUCKETS_SEEN: set[tuple[str, str]] = set()
 _TLS: dict[tuple, tuple] = {}  # (verify, client certificate, key) -> aiobotocore's (TLS context, proxy's: None)
 _TLS_LOCK = threading.Lock()
 SMALL_BODY = 8 << 20  # a PUT body sent without waiting for "100 Continue" (bytes)
@@ -61,8 +67,10 @@ def shared_session() -> aiobotocore.session.AioSession:
 
 
 def reset_shared_session() -> None:
-    """Forget the shared session (its credentials and endpoint came from the environment of its time)."""
+    """Forget the shared session (its credentials and endpoint came from the environment of its time), and the
+    buckets seen (a store emptied since)."""
     _SHARED.clear()
+    _BUCKETS_SEEN.clear()
 
 
 class SharedTLSSession(AIOHTTPSession):
@@ -91,7 +99,6 @@ class RunStoreS3FileSystem(S3FileSystem):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._buckets_seen: set[str] = set()
         if self.session is None and not self.kwargs:  # no session or profile of the caller's
             self.session, self._session_is_owned = shared_session(), False
 
@@ -106,18 +113,27 @@ class RunStoreS3FileSystem(S3FileSystem):
         )  # once per client (the id), after botocore's handler that adds the header
         return client
 
+    def _seen(self, bucket: str) -> tuple[str, str]:
+        """``bucket`` as ``_BUCKETS_SEEN`` names it: with the endpoint this file system sends its requests to."""
+        endpoint = self.endpoint_url or self.client_kwargs.get("endpoint_url")
+        return str(endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")), bucket
+
+    def saw_bucket(self, bucket: str) -> None:
+        """``bucket`` answered (``common.storage.check_store`` listed it): no file written into it asks again."""
+        _BUCKETS_SEEN.add(self._seen(bucket))
+
     async def _mkdir(self, path: str, acl: Any = False, create_parents: bool = True, **kwargs: Any) -> None:
         bucket, key, _ = self.split_path(self._strip_protocol(path).rstrip("/"))
-        if key and bucket in self._buckets_seen:
+        if key and self._seen(bucket) in _BUCKETS_SEEN:
             return  # a "folder" in a bucket that exists: nothing to create on S3
         await super()._mkdir(path, acl=acl, create_parents=create_parents, **kwargs)
-        self._buckets_seen.add(bucket)
+        _BUCKETS_SEEN.add(self._seen(bucket))
 
     async def _makedirs(self, path: str, exist_ok: bool = False) -> None:
         try:
             await self._mkdir(path, create_parents=True)
         except FileExistsError:
-            self._buckets_seen.add(self.split_path(self._strip_protocol(path))[0])
+            _BUCKETS_SEEN.add(self._seen(self.split_path(self._strip_protocol(path))[0]))
             if not exist_ok:
                 raise
 

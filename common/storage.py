@@ -148,6 +148,8 @@ def check_store(path: str | os.PathLike[str], what: str = "--out") -> None:
         if not bucket:
             raise StorageError(f"{what} {path}: no bucket in the URL")
         fs.ls(bucket, refresh=True)
+        if hasattr(fs, "saw_bucket"):  # s3:// (common.s3_store): the run's writers need not ask again
+            fs.saw_bucket(bucket)
     except StorageError:
         raise
     except FileNotFoundError:

@@ -130,8 +130,10 @@ def build_report_data(run: RunInfo, seed: int = 0) -> dict:
     sets = [run.kept, *run.removed]
     files = [f for s in sets for f in s.files]
     with fetch_ahead(files) as ahead:  # on a store: each file by one GET, while the one before is read
-        total = count_rows(files)
-        with tqdm(total=total, desc="report: reading documents", unit="doc", disable=None) as bar:  # quiet off a TTY
+        with tqdm(desc="report: reading documents", unit="doc", disable=None) as bar:  # quiet off a TTY
+            if not bar.disable:  # the footers only for a bar that shows its total (on a store 2 requests a file)
+                bar.total = count_rows(files)
+                bar.refresh()
             profiles = {
                 s.key: scan(s, SAMPLES_KEPT if s.key == "kept" else SAMPLES_PER_REASON, seed, bar, ahead) for s in sets
             }

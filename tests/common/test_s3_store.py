@@ -20,8 +20,17 @@ from datatrove.pipeline.base import PipelineStep
 from datatrove.utils.stats import PipelineStats
 
 from common.documents import DocumentWriter, SharedSchema, folder_schema
+from common.object_lock import acquire_output_lock
 from common.run_dir import kept_documents_dir, parquet_under
-from common.storage import as_path, files_by_folder, filesystem, read_files, read_matching, read_or_none
+from common.storage import (
+    as_path,
+    check_store,
+    files_by_folder,
+    filesystem,
+    read_files,
+    read_matching,
+    read_or_none,
+)
 from common.transfer import download_kept_documents, fetch_ahead
 from dedup.pipeline import count_input_files
 from dedup.records import open_sized
@@ -118,6 +127,27 @@ def test_the_driver_asks_every_stage_s_files_by_one_listing(s3, tmp_path: Path) 
     assert [first.is_rank_completed(r) for r in range(3)] == [False, False, False]
     assert first.get_incomplete_ranks() == [0, 1, 2]
     assert calls == Counter(ListObjectsV2=1)  # s3fs's find would add a HEAD and a listing to find nothing
+
+
+def test_a_bucket_found_once_is_not_asked_for_again_and_the_lock_is_read_by_one_get(s3) -> None:  # noqa: F811
+    """``check_store`` lists the bucket; the file systems the run makes after it (the driver's, each task's own
+    instance, a forked worker's) write into it without a HEAD for the bucket each (a sample run sent 9); the lock's
+    release reads its record by one GET (s3fs asked its size first) before the delete."""
+    s3.make_bucket("seen")
+    check_store("s3://seen/run")
+    fs, calls = counted("s3://seen/run")
+    lock = acquire_output_lock("s3://seen/run", checked=True)
+    task, _ = filesystem("s3://seen/run", skip_instance_cache=True)  # a task's own instance: its own client
+    task_calls: Counter = Counter()
+    task.connect().meta.events.register("before-call.s3", lambda model, **_: task_calls.update([model.name]))
+    for each in (fs, task):
+        each.makedirs("seen/run/stats", exist_ok=True)
+        each.pipe_file("seen/run/stats/00000.json", b"{}")
+    assert calls["HeadBucket"] == task_calls["HeadBucket"] == 0 and task_calls["PutObject"] == 1
+    calls.clear()
+    lock.release()
+    assert calls == Counter(GetObject=1, DeleteObject=1)
+    assert fs.ls("seen/run", refresh=True) == ["seen/run/stats"]
 
 
 def test_the_report_reads_each_store_file_once_fetched_ahead(s3, tmp_path: Path) -> None:  # noqa: F811

@@ -21,6 +21,7 @@ import pytest
 from pipelines.report import write as report
 from pipelines.report.html import _doc
 from pipelines.report.scan import word_counts
+from tests.support.s3_server import s3, s3_server_session  # noqa: F401
 
 pytestmark = pytest.mark.e2e
 
@@ -218,6 +219,32 @@ def test_the_records_its_driver_just_wrote_are_handed_over_not_read_back(
         (run / name).unlink()
     index, written = report.written_report(run, records)
     assert written == {**data, "root": str(run)} == json.loads((index.parent / "report.json").read_text())
+
+
+def test_a_store_run_s_report_reads_each_document_file_by_one_get_and_no_footer_when_no_bar_shows(
+    s3,  # noqa: F811
+    sample_run: Path,
+    data: dict,
+) -> None:
+    """Off a terminal the report's progress bar is hidden, and so is its total: the footers it read for it (a HEAD
+    and a GET per file on a store, beside the file's own GET) are not read. The same report as a local one."""
+    from common.storage import filesystem
+
+    s3.make_bucket("rep")
+    fs, _ = filesystem("s3://rep/run")
+    fs.put(str(sample_run), "rep/run/sample", recursive=True)
+    fs.rm("rep/run/sample/report", recursive=True)
+    sent: list[tuple[str, str]] = []
+    fs.connect().meta.events.register(
+        "before-parameter-build.s3", lambda params, model, **_: sent.append((model.name, params.get("Key", "")))
+    )
+    records = {name: json.loads((sample_run / name).read_text()) for name in ("stats.json", "run.json")}
+    _, written = report.written_report("s3://rep/run/sample", records)
+    files = [*sample_run.glob("deduped/*.parquet"), *sample_run.glob("removed/*/*.parquet")]
+    parquet = sorted(p.relative_to(sample_run).as_posix() for p in files)
+    reads = sorted((op, key) for op, key in sent if key.endswith(".parquet"))
+    assert reads == [("GetObject", f"run/sample/{name}") for name in parquet]
+    assert written == {**data, "root": "s3://rep/run/sample"}
 
 
 def test_report_without_dedup_shows_quality_scores(tmp_path: Path, sample_run: Path) -> None:
