@@ -407,10 +407,10 @@ def _ngram_ratios(words: list[str]) -> dict[str, float]:
         keys = _gram_keys(ids, n, at, len(ids_of), keys_at)
         order = np.argsort(keys)
         ordered = keys[order]
-        first = np.empty(len(at), dtype=bool)  # the first of its group of equal keys
-        first[0] = True
-        np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-        bounds = np.append(np.flatnonzero(first), len(at))
+        first = np.empty(len(at) + 1, dtype=bool)  # the first of its group of equal keys, then the end
+        first[0] = first[-1] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=first[1:-1])
+        bounds = np.flatnonzero(first)
         counts = bounds[1:] - bounds[:-1]
         top = int(counts.max())
         if top == 1:
