@@ -17,14 +17,20 @@ from hypothesis import strategies as st
 
 from filters import dclm
 from filters.dclm import (
+    _MAY_HOLD_IP,
+    _STOP_WORD_CASES,
     _STUB_LITERALS,
     _STUBS,
     _STUBS_IN_PAGE,
+    _WORD_BOUNDARY,
     DUP_NGRAMS,
     FAMILY,
     SIGNALS,
+    STOP_WORDS,
     TOP_NGRAMS,
     DclmRule,
+    _bmp_units,
+    _mostly_not_upper,
     _ngram_ratios,
     _url_patterns,
     counted_words,
@@ -33,7 +39,9 @@ from filters.dclm import (
     remove_urls,
     segment_words,
     sub_in_segments,
+    words_without_letter,
 )
+from filters.gopher_quality import has_letter
 from filters.quality import QualitySignals, dclm_signals
 from pipelines.recipe import load_recipe
 
@@ -154,6 +162,58 @@ def test_word_counts_by_code_unit_tables_equal_str_isalnum_for_every_character()
         for text in ("\x00" + " ".join(chars), "a".join(chars), "".join(f"{c}\t" for c in chars), chars[-1] + "x"):
             assert counted_words(text) == _fasttext_words_starting_alphanumeric(text)
     assert counted_words(" ".join(bmp)) == sum(map(str.isalnum, bmp))
+
+
+def _split_segments(text: str) -> list[str]:
+    """``segment_words`` as DCLM's definition reads: every word-boundary piece, its leading quotes stripped, kept when
+    it starts alphanumeric."""
+    stripped = (piece.lstrip("'\u2018\u2019") for piece in _WORD_BOUNDARY.split(text))
+    return [q for q in stripped if q[:1].isalnum()]
+
+
+EVERY_CHARACTER = "".join(map(chr, range(0x110000)))  # lone surrogates too
+
+
+def test_page_tables_equal_the_per_word_and_per_line_tests_for_every_character():
+    """Every character (BMP ones by the code unit tables, the others by the per-word and per-line fallbacks), alone,
+    between letters, after spaces and in runs: words without a letter (``has_letter``), lines mostly upper-case
+    (``str.isupper`` per character, as DCLM counts) and the segments (``_WORD_SEGMENT``) as the plain definitions."""
+    bmp, beyond = EVERY_CHARACTER[:0x10000], EVERY_CHARACTER[0x10000:]
+    for chars in (bmp, beyond[::7]):
+        for text in (" ".join(chars), "a".join(chars), "\n".join(f"{c}{c}A" for c in chars), "'" + "\n'".join(chars)):
+            words, lines = text.split(), text.split("\n")
+            units = _bmp_units(text)
+            assert (units is None) == (chars is not bmp)
+            assert words_without_letter(words, units) == sum(not has_letter(w) for w in words)
+            upper = [not ln or sum(map(str.isupper, ln)) / len(ln) <= 0.5 for ln in lines]
+            assert list(_mostly_not_upper(text, lines)) == upper
+            assert segment_words(text) == _split_segments(text)
+
+
+def test_stop_words_are_found_by_their_ascii_case_variants():
+    """``w.lower() in STOP_WORDS`` holds only for ASCII words: no character outside ASCII lowers to ASCII letters alone
+    but U+212A (to "k", in no stop word)."""
+    to_ascii = {c for c in EVERY_CHARACTER if not c.isascii() and c.lower().isascii()}
+    assert to_ascii == {"\u212a"} and "k" not in "".join(STOP_WORDS)
+    assert _STOP_WORD_CASES == {w for w in _STOP_WORD_CASES if w.lower() in STOP_WORDS}
+    assert len(_STOP_WORD_CASES) == sum(2 ** len(w) for w in STOP_WORDS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [*"aZ1.,:'_-", " ", "\n", "\r\n", "\u2019", "\u00a0", "\u0301", "\u200d", "\u00b2", "\u4e2d", "\u05d0"]
+            + ["\U0001f600", "\U0001f1fa", "don't", "U.S.", "3.14", "10.0.0.1", "1.2.3"]
+        ),
+        max_size=40,
+    ).map("".join)
+)
+def test_word_segments_and_the_ip_search_equal_their_plain_patterns(text):
+    """The words found in one pass equal the split's pieces, and the IPv4 pre-check searched from its first dot finds
+    a match exactly when the plain pattern does."""
+    assert segment_words(text) == _split_segments(text)
+    assert bool(_MAY_HOLD_IP.search(text)) == bool(re.search(r"\d\.\d{1,3}\.\d{1,3}\.\d", text))
 
 
 def test_thresholds_come_from_the_rule():
