@@ -32,7 +32,7 @@ from typing import Any
 from common.cli import ArgumentParser, fail
 from common.sandbox import SharedTextSandbox, known_utf8, run_sandboxed
 from curate.extract_resiliparse import resiliparse_extract
-from curate.warc import _is_text, decode_payload, read_body
+from curate.warc import _is_text, _payload_mime, decode_payload, read_body
 from curate.warc_fastwarc import FastWarcReader
 from tests.support import shared_data
 
@@ -41,8 +41,6 @@ _CODEC = ("utf-8", "surrogatepass")
 
 def bodies(files: list[Path]) -> tuple[list[bytes], list[bytes]]:
     """(every HTML body that the reader decodes, every body that it hands to libmagic)."""
-    import magic
-
     html, untyped = [], []
     for path in files:
         reader = FastWarcReader(str(path.parent), glob_pattern=path.name)
@@ -59,7 +57,7 @@ def bodies(files: list[Path]) -> tuple[list[bytes], list[bytes]]:
                     continue
                 if mime is None:
                     untyped.append(content)
-                    mime = magic.from_buffer(content, mime=True)
+                    mime = _payload_mime(record, content)  # libmagic, as the reader asks it
                 if _is_text(mime, record.rec_type):
                     html.append(content)
     return html, untyped
@@ -106,11 +104,10 @@ def hand_over(pages: list[str], encoded: list[bytes]) -> tuple[float, float]:
 
 
 def from_bytes(data: bytes) -> str | None:
-    from resiliparse.extract.html2text import extract_plain_text
+    """``resiliparse_extract`` (the step's settings) of the page's tree parsed from its UTF-8 bytes."""
     from resiliparse.parse.html import HTMLTree
 
-    text = extract_plain_text(HTMLTree.parse_from_bytes(data), main_content=True, comments=False, links=False)
-    return text.strip() or None
+    return resiliparse_extract(HTMLTree.parse_from_bytes(data))
 
 
 def main() -> None:

@@ -12,13 +12,17 @@ sandbox (per-page time limit), size limit, language pre-check, drop reasons and 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from curate.extract import MainTextExtractor
 
+if TYPE_CHECKING:
+    from resiliparse.parse.html import HTMLTree
 
-def resiliparse_extract(html: str, main_content: bool = True, comments: bool = False) -> str | None:
-    """Plain text of the page's main content (``None`` when nothing is left).
+
+def resiliparse_extract(html: str | HTMLTree, main_content: bool = True, comments: bool = False) -> str | None:
+    """Plain text of the page's main content (``None`` when nothing is left). ``html``: the page, or its tree
+    already parsed (``bench.extraction_child`` parses the bytes itself, to compare).
 
     ``comments=False`` mirrors FineWeb's ``include_comments=False``; list bullets, alt texts and
     link targets are resiliparse's defaults except links (off: URLs are not prose)."""
