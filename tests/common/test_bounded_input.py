@@ -88,12 +88,16 @@ def test_a_gzip_bomb_stops_at_the_decompressed_cap(tmp_path: Path) -> None:
 
 
 def _refused_as_evals_task(tmp_path: Path, task: str, bomb: Path) -> None:
-    """`evals.run --task TASK=BOMB`: one line, exit 2, nothing written, under 1.5 GiB of peak RSS."""
+    """`evals.run --task TASK=BOMB`: one line, exit 2, nothing written, under 1.5 GiB of peak RSS (the process's own:
+    VmHWM, not ru_maxrss, which Linux keeps across execve, so it reported the forking pytest process's size, ~1.5 GB
+    late in a whole CI run against ~0.77 GB for the evals process alone)."""
     code = (
-        "import resource, sys\n"
+        "import sys\n"
+        "from pathlib import Path\n"
         "from evals.run import main\n"
         "code = main(sys.argv[1:])\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stdout)\n"
+        "status = Path('/proc/self/status').read_text().splitlines()\n"
+        "print(next(line.split()[1] for line in status if line.startswith('VmHWM:')), file=sys.stdout)\n"
         "sys.exit(code)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
