@@ -6,10 +6,10 @@ unchanged, holding back the first bytes of each request for ``latency_ms`` (a re
 sends after the server's last answer on that connection: HTTP/1.1 clients do not pipeline; a PUT's body sent
 after the server's ``100 Continue`` is one more round trip, as on a real store). So a run's serial requests wait
 N ms each, concurrent ones overlap, as against a far store; bandwidth is not limited. Connection set-up is not
-charged: moto closes each connection after its answer, where a real store keeps it open for the client's next
-request (a real store's first TCP + TLS handshakes, 2-3 round trips per connection of a client's pool, are
-left out). It also records each request's first line and the time it left, to see which ones a
-run sends one after another. It runs its own event loop in a thread and stops what it started.
+charged: the S3 server keeps a connection open for the client's next request, as a real store does, and a real
+store's first TCP + TLS handshakes (2-3 round trips per connection of a client's pool) are left out. It also
+records each request's first line and the time it left, to see which ones a run sends one after another. It runs
+its own event loop in a thread and stops what it started.
 """
 
 from __future__ import annotations

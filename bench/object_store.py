@@ -3,7 +3,8 @@
     python -m bench.object_store [--repeats 3] [--input sample|pages | --warcs WARC ...] [--by-key]
                                  [--latency-ms N [--timeline FILE]]
 
-Starts moto's S3 server on 127.0.0.1 (``tests.support.s3_server``; the real s3fs / botocore client over
+Starts moto's S3 server on 127.0.0.1 (``tests.support.s3_server``: moto's S3 app on a server that keeps
+connections open, as a real store does; the real s3fs / botocore client over
 HTTP), then runs ``python -m pipelines.run`` (curate + dedup + report, local executor) alternately with
 ``--out`` a local temp folder and ``--out s3://bench/run-N``, back to back, ``--repeats`` pairs (the order
 within a pair alternating, so that a load that rises or falls during the bench favours neither). Prints the

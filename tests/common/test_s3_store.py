@@ -329,3 +329,48 @@ def test_the_run_s_stats_merge_reads_back_only_the_stats_of_tasks_it_did_not_run
     assert merge_run_stats(as_path("s3://merge/run"), ["curate"], {"curate": 3}) == merged  # all read back
     assert fs.cat_file("merge/run/stats.json") == written
     assert merged["stages"]["curate"]["steps"][0]["counters"] == {"seen": 1 + 2 + 3}
+
+
+def test_the_s3_server_keeps_connections_open_and_logs_each_request_as_the_benches_count_them(tmp_path: Path) -> None:
+    """The tests' and benches' S3 server (``tests/support/moto_s3_server.py``): one connection serves a client's
+    requests one after another, as a real store's does (werkzeug's, behind ``python -m moto.server``, closed each
+    after its answer: a connection and a server thread per request), and its log has one line per request, which
+    ``bench.object_store`` counts by method and key."""
+    import http.client
+    import os
+
+    from bench.object_store import requests
+    from tests.support.s3_server import S3Server
+
+    log = tmp_path / "server.log"
+    server = S3Server(log=log).start()
+    try:
+        with server.use():
+            server.make_bucket("kept")
+            fs, _ = filesystem("s3://kept/x")
+            fs.pipe_file("kept/run/a.json", b"{}")
+            assert fs.cat_file("kept/run/a.json", **fs.small_read_options) == b"{}"  # one GET
+            assert fs.size("kept/run/a.json") == 2
+            assert fs.ls("kept/run", detail=False) == ["kept/run/a.json"]
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        try:
+            for _ in range(3):
+                connection.request("GET", "/moto-api/")
+                answer = connection.getresponse()
+                answer.read()
+                assert answer.status == 200
+                assert answer.getheader("Connection", "").lower() != "close"
+                if _ == 0:
+                    first = connection.sock
+                assert connection.sock is first  # the same socket: no new connection per request
+        finally:
+            connection.close()
+        assert os.path.getsize(log) > 0
+        by_key = requests(log, 0, by_key=True)
+    finally:
+        server.stop()
+    assert by_key["PUT kept/run/a.json"] == 1
+    assert by_key["GET kept/run/a.json"] == 1
+    assert by_key["HEAD kept/run/a.json"] == 1
+    assert by_key["GET kept?list run/"] == 1
+    assert requests(log, 0)["GET"] >= 5  # the listing, the object and the three /moto-api/ pages

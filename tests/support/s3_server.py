@@ -1,7 +1,9 @@
-"""An S3-compatible server on 127.0.0.1 for tests: moto's standalone server, reached by the real s3fs / botocore.
+"""An S3-compatible server on 127.0.0.1 for tests: moto's S3 service, reached by the real s3fs / botocore.
 
-``S3Server`` starts ``python -m moto.server`` on a free port (as s3fs's own tests do), waits until it answers,
-and stops exactly that process by its pid. ``env`` is what a client needs (``AWS_ENDPOINT_URL`` and dummy
+``S3Server`` starts moto's S3 app in a server process of its own on a free port (as s3fs's own tests start
+``python -m moto.server``; ``tests/support/moto_s3_server.py`` says why not that one: it closes every
+connection and dispatches among all of moto's services), waits until it answers, and stops exactly that
+process by its pid. ``env`` is what a client needs (``AWS_ENDPOINT_URL`` and dummy
 credentials); ``use()`` puts it into this process's environment and drops s3fs's cached clients, so the
 code under test talks to this server through its ordinary configuration, as it would to AWS.
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+REPO = Path(__file__).resolve().parents[2]
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 # variables that would send the client elsewhere than this server
 FOREIGN = ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
@@ -47,23 +50,23 @@ class S3Server:
         return {"AWS_ENDPOINT_URL": self.endpoint, **CREDENTIALS}
 
     def start(self, timeout: float = 30.0) -> S3Server:
-        command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+        command = [sys.executable, "-m", "tests.support.moto_s3_server", "-H", "127.0.0.1", "-p", str(self.port)]
         sink = self.log.open("ab") if self.log is not None else subprocess.DEVNULL
         try:
-            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=sink)
+            self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=sink)
         finally:
             if self.log is not None:
                 sink.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"moto server exited with {self.process.returncode}")
+                raise RuntimeError(f"S3 server exited with {self.process.returncode}")
             with contextlib.suppress(OSError):
                 urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
                 return self
             time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"moto server did not answer on {self.endpoint} in {timeout} s")
+        raise RuntimeError(f"S3 server did not answer on {self.endpoint} in {timeout} s")
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -129,6 +132,7 @@ def subprocess_env(server: S3Server, **extra: str) -> dict[str, str]:
 def s3_server_session() -> Iterator[S3Server]:
     pytest.importorskip("s3fs")
     pytest.importorskip("moto.server")
+    pytest.importorskip("waitress")
     server = S3Server().start()
     try:
         yield server
