@@ -4,10 +4,10 @@
                                  [--latency-ms N [--timeline FILE]]
 
 Starts moto's S3 server on 127.0.0.1 (``tests.support.s3_server``: moto's S3 app on a server that keeps
-connections open, as a real store does; the real s3fs / botocore client over
-HTTP), then runs ``python -m pipelines.run`` (curate + dedup + report, local executor) alternately with
-``--out`` a local temp folder and ``--out s3://bench/run-N``, back to back, ``--repeats`` pairs (the order
-within a pair alternating, so that a load that rises or falls during the bench favours neither). Prints the
+connections open, as a real store does; the real s3fs / botocore client over HTTP), then runs ``python -m
+pipelines.run`` (curate + dedup + report, local executor) alternately with ``--out`` a local temp folder and
+``--out s3://bench/run-N``, back to back, ``--repeats`` pairs (the order within a pair alternating, so that a
+load that rises or falls during the bench favours neither). Prints the
 median wall time of each, the throughput ratio (S3 / local documents per second; goal >= 0.9) both as the
 ratio of the medians and as the median of the pairs' ratios (on a shared machine a pair sees one load), the
 CPU seconds of the run's processes and of the server's, the load average before and after, and the requests

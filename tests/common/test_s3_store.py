@@ -354,15 +354,15 @@ def test_the_s3_server_keeps_connections_open_and_logs_each_request_as_the_bench
             assert fs.ls("kept/run", detail=False) == ["kept/run/a.json"]
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
         try:
+            sockets = []
             for _ in range(3):
                 connection.request("GET", "/moto-api/")
                 answer = connection.getresponse()
                 answer.read()
                 assert answer.status == 200
                 assert answer.getheader("Connection", "").lower() != "close"
-                if _ == 0:
-                    first = connection.sock
-                assert connection.sock is first  # the same socket: no new connection per request
+                sockets.append(connection.sock)
+            assert sockets[0] is not None and sockets.count(sockets[0]) == 3  # one socket: no connection per request
         finally:
             connection.close()
         assert os.path.getsize(log) > 0

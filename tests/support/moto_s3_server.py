@@ -1,9 +1,9 @@
 """moto's S3 service over HTTP with keep-alive: the S3 server ``tests/support/s3_server.py`` starts.
 
-    python tests/support/moto_s3_server.py -p PORT [-H 127.0.0.1]
+    python -m tests.support.moto_s3_server -p PORT [-H 127.0.0.1] [--threads 16]   (from the repository root)
 
-``python -m moto.server`` serves every moto service through werkzeug's development server, which costs a
-request twice what a store should, both sides on this machine's cores (``bench.object_store`` runs the
+``python -m moto.server`` serves every moto service through werkzeug's development server, which about doubled
+the CPU of a request, client and server together, on this machine's cores (``bench.object_store`` runs the
 server beside the run it times; measured on 900 small requests, client and server CPU per request):
 
 - werkzeug answers every request with ``Connection: close``, so the client opens a TCP connection for each one
