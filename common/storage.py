@@ -39,6 +39,10 @@ for _scheme in ("s3", "s3a"):
     fsspec.register_implementation(
         _scheme, "common.s3_store.RunStoreS3FileSystem", clobber=True, errtxt="Install s3fs to access S3"
     )
+    if _scheme in fsspec.registry:  # s3fs's class already loaded (s3:// used before this import): the name alone
+        from common.s3_store import RunStoreS3FileSystem  # would not replace it in this process
+
+        fsspec.register_implementation(_scheme, RunStoreS3FileSystem, clobber=True)
 
 
 class StorageError(ValueError):

@@ -31,6 +31,21 @@ def test_urls_are_never_folded_into_local_folders(tmp_path: Path) -> None:
     assert type(as_path(tmp_path)) is type(tmp_path)
 
 
+def test_s3_urls_open_the_run_s_file_system_even_when_s3fs_was_loaded_first() -> None:
+    """A program that used ``s3://`` before importing the project (fsspec then holds s3fs's class for the
+    name; registering ours by its dotted name alone would not replace it) still gets ``RunStoreS3FileSystem``,
+    without the look-ups it saves (``common/s3_store.py``). In a fresh interpreter: the order is the point."""
+    pytest.importorskip("s3fs")
+    code = (
+        "import fsspec; assert fsspec.get_filesystem_class('s3').__name__ == 'S3FileSystem'\n"
+        "from common.storage import filesystem\n"
+        "print(type(filesystem('s3://bucket/key')[0]).__name__, fsspec.get_filesystem_class('s3a').__name__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["RunStoreS3FileSystem", "RunStoreS3FileSystem"]
+
+
 def test_unknown_scheme_is_one_line() -> None:
     with pytest.raises(StorageError, match=r"unknown storage scheme nosuch://"):
         check_store("nosuch://bucket/run")
