@@ -37,6 +37,7 @@ from dedup.evaluation import planted_signatures
 from dedup.formats import CLUSTER, CLUSTER_KIND, clusters_path
 from dedup.records import open_records
 from dedup.star import cluster_stages
+from tests.support.processes import peak_rss_kib
 from tests.support.s3_server import S3Server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,16 +50,7 @@ def child(pickled: str, rank: int, world: int) -> None:
     start = time.perf_counter()
     step.run(rank=rank, world_size=world)
     seconds = time.perf_counter() - start
-    # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across execve, so it would report the forking parent's size
-    peak = (
-        next(
-            int(line.split()[1])
-            for line in Path("/proc/self/status").read_text().splitlines()
-            if line.startswith("VmHWM:")
-        )
-        / 1024
-    )
-    print(json.dumps({"seconds": seconds, "peak_mb": peak}))
+    print(json.dumps({"seconds": seconds, "peak_mb": peak_rss_kib() / 1024}))  # VmHWM: see peak_rss_kib
 
 
 def run_task(step: object, rank: int, world: int, folder: str) -> dict:

@@ -88,16 +88,15 @@ def test_a_gzip_bomb_stops_at_the_decompressed_cap(tmp_path: Path) -> None:
 
 
 def _refused_as_evals_task(tmp_path: Path, task: str, bomb: Path) -> None:
-    """`evals.run --task TASK=BOMB`: one line, exit 2, nothing written, under 1.5 GiB of peak RSS (the process's own:
-    VmHWM, not ru_maxrss, which Linux keeps across execve, so it reported the forking pytest process's size, ~1.5 GB
-    late in a whole CI run against ~0.77 GB for the evals process alone)."""
+    """`evals.run --task TASK=BOMB`: one line, exit 2, nothing written, under 1.5 GiB of peak RSS (the process's own,
+    ``peak_rss_kib``: ru_maxrss reported the forking pytest process's ~1.5 GB late in a whole CI run against ~0.77
+    GB for the evals process alone)."""
     code = (
         "import sys\n"
-        "from pathlib import Path\n"
         "from evals.run import main\n"
+        "from tests.support.processes import peak_rss_kib\n"
         "code = main(sys.argv[1:])\n"
-        "status = Path('/proc/self/status').read_text().splitlines()\n"
-        "print(next(line.split()[1] for line in status if line.startswith('VmHWM:')), file=sys.stdout)\n"
+        "print(peak_rss_kib(), file=sys.stdout)\n"
         "sys.exit(code)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -337,7 +337,6 @@ def test_the_s3_server_keeps_connections_open_and_logs_each_request_as_the_bench
     after its answer: a connection and a server thread per request), and its log has one line per request, which
     ``bench.object_store`` counts by method and key."""
     import http.client
-    import os
 
     from bench.object_store import requests
     from tests.support.s3_server import S3Server
@@ -365,7 +364,7 @@ def test_the_s3_server_keeps_connections_open_and_logs_each_request_as_the_bench
             assert sockets[0] is not None and sockets.count(sockets[0]) == 3  # one socket: no connection per request
         finally:
             connection.close()
-        assert os.path.getsize(log) > 0
+        assert log.stat().st_size > 0
         by_key = requests(log, 0, by_key=True)
     finally:
         server.stop()

@@ -45,8 +45,8 @@ from warcio.archiveiterator import ArchiveIterator
 from curate.warc import LOSSES, READ_ERRORS, RECORD_FATES, iter_warc_records, record_to_dict
 from curate.warc_limits import DEFAULT_LIMITS, ReadLimits
 from tests.support import shared_data
+from tests.support.cli import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 BUNDLED_SAMPLE = REPO / "pipelines" / "sample" / "sample.warc.gz"
 CASE_TIMEOUT_S = 60.0
 RSS_BOUND_BYTES = 2 << 30  # the bound per task

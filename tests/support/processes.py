@@ -1,10 +1,18 @@
-"""A process's descendants from /proc (Linux), and waiting for them to end: for tests that kill a parent."""
+"""A process's descendants from /proc (Linux), and waiting for them to end: for tests that kill a parent; a
+process's own peak memory."""
 
 from __future__ import annotations
 
 import os
 import time
 from pathlib import Path
+
+
+def peak_rss_kib() -> int:
+    """This process's own peak resident set (``VmHWM``, KiB). Not ``ru_maxrss``: Linux keeps it across
+    ``execve``, so a child started from a big parent (pytest late in a run) reports the parent's size."""
+    status = Path("/proc/self/status").read_text().splitlines()
+    return int(next(line.split()[1] for line in status if line.startswith("VmHWM:")))
 
 
 def _parents() -> dict[int, int]:
