@@ -21,7 +21,6 @@ ones to temporary files). Each request is logged to stderr as werkzeug logs it
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import threading
@@ -76,25 +75,28 @@ def s3_app() -> WSGIApp:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from common.cli import ArgumentParser, errors_as_one_line, integer
+
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-H", "--host", default="127.0.0.1")
-    parser.add_argument("-p", "--port", type=int, required=True)
-    parser.add_argument("--threads", type=int, default=16, help="requests served at once (waitress's threads)")
+    parser.add_argument("-p", "--port", type=integer(1, 65535), required=True)
+    parser.add_argument("--threads", type=integer(1, 1024), default=16, help="requests served at once (waitress's)")
     args = parser.parse_args(argv)
     # moto keeps an object's bytes in a temporary file past 5 MB: a shard's PUT then costs a disk write and a read
     os.environ.setdefault("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", str(BODY_IN_MEMORY))
     import waitress
 
-    waitress.serve(
-        logged(s3_app(), sys.stderr),
-        host=args.host,
-        port=args.port,
-        threads=args.threads,
-        recv_bytes=BUFFER,
-        inbuf_overflow=BODY_IN_MEMORY,  # waitress's defaults spool a body over 512 KB / 1 MB to a temporary file
-        outbuf_overflow=BODY_IN_MEMORY,
-        _quiet=True,
-    )
+    with errors_as_one_line(OSError, ValueError):  # a host that does not resolve, a port in use
+        waitress.serve(
+            logged(s3_app(), sys.stderr),
+            host=args.host,
+            port=args.port,
+            threads=args.threads,
+            recv_bytes=BUFFER,
+            inbuf_overflow=BODY_IN_MEMORY,  # waitress's defaults spool a body over 512 KB / 1 MB to a temporary file
+            outbuf_overflow=BODY_IN_MEMORY,
+            _quiet=True,
+        )
 
 
 if __name__ == "__main__":
